@@ -1,0 +1,1 @@
+//! Shared helpers for the workspace's criterion benchmarks (see `benches/benches/`).

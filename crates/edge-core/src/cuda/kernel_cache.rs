@@ -1,0 +1,212 @@
+use crate::{CoreError, Result};
+use std::path::{Path, PathBuf};
+
+/// A GPU architecture, e.g. 9.0 for Hopper (sm_90).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ComputeCapability {
+    /// Major version.
+    pub major: u32,
+    /// Minor version.
+    pub minor: u32,
+}
+
+impl ComputeCapability {
+    /// The NVRTC virtual architecture flag value, e.g. `compute_90`.
+    pub fn compute_name(self) -> String {
+        format!("compute_{}{}", self.major, self.minor)
+    }
+}
+
+/// A CUDA C++ source compiled at run time. `code` is usually `include_str!` of a file in
+/// the workspace's `kernels/` folder (with any shared header concatenated in front).
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    /// A short unique name, used for the module table and the cache file name.
+    pub name: &'static str,
+    /// The full CUDA C++ source.
+    pub code: &'static str,
+}
+
+/// Compiles kernel sources with NVRTC once per (source, architecture) and keeps the PTX
+/// on disk, so a process start after the first only reads a file.
+///
+/// The cache key is a 64-bit FNV-1a hash of the source text, the compile options and the
+/// architecture; a changed kernel therefore never loads stale PTX. With no directory the
+/// cache only compiles (useful for read-only installs).
+#[derive(Clone, Debug)]
+pub struct KernelCache {
+    dir: Option<PathBuf>,
+}
+
+/// Options every kernel is compiled with. Part of the cache key.
+const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "--use_fast_math=false"];
+
+impl KernelCache {
+    /// A cache that stores compiled PTX under `dir` (created on first write).
+    pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
+        KernelCache {
+            dir: Some(dir.into()),
+        }
+    }
+
+    /// A cache that keeps nothing on disk.
+    pub fn disabled() -> Self {
+        KernelCache { dir: None }
+    }
+
+    /// The conventional per-user location: `$XDG_CACHE_HOME/edge-llm/kernels`, else
+    /// `$HOME/.cache/edge-llm/kernels`; `None` when neither variable is set.
+    pub fn user_default_dir() -> Option<PathBuf> {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+            .map(|base| base.join("edge-llm").join("kernels"))
+    }
+
+    /// The directory, if any.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The file a source's PTX is cached in for `arch`.
+    pub fn entry_path(&self, source: &KernelSource, arch: ComputeCapability) -> Option<PathBuf> {
+        let key = cache_key(source.code, arch);
+        self.dir.as_ref().map(|d| {
+            d.join(format!(
+                "{}-sm{}{}-{key:016x}.ptx",
+                source.name, arch.major, arch.minor
+            ))
+        })
+    }
+
+    /// Returns the PTX for `source` on `arch`, compiling with NVRTC on a miss.
+    pub fn ptx(&self, source: &KernelSource, arch: ComputeCapability) -> Result<String> {
+        self.ptx_with(source, arch, compile_with_nvrtc)
+    }
+
+    /// The cache logic with the compiler injected (tests use a fake compiler).
+    pub(crate) fn ptx_with(
+        &self,
+        source: &KernelSource,
+        arch: ComputeCapability,
+        compile: impl FnOnce(&KernelSource, ComputeCapability) -> Result<String>,
+    ) -> Result<String> {
+        let path = self.entry_path(source, arch);
+        if let Some(path) = &path
+            && let Ok(text) = std::fs::read_to_string(path)
+        {
+            return Ok(text);
+        }
+        let ptx = compile(source, arch)?;
+        if let Some(path) = path {
+            write_atomically(&path, &ptx)?;
+        }
+        Ok(ptx)
+    }
+}
+
+/// Writes through a temporary file and a rename so a concurrent reader never sees a
+/// half-written entry.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let io = |source| CoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn cache_key(code: &str, arch: ComputeCapability) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let arch = arch.compute_name();
+    let parts = COMPILE_OPTIONS
+        .iter()
+        .map(|s| s.as_bytes())
+        .chain([code.as_bytes(), arch.as_bytes()]);
+    for part in parts {
+        for &b in part.iter().chain(&[0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    h
+}
+
+fn compile_with_nvrtc(source: &KernelSource, arch: ComputeCapability) -> Result<String> {
+    if !super::nvrtc_available() {
+        return Err(CoreError::DeviceUnavailable(
+            "the NVRTC library (libnvrtc) could not be loaded".into(),
+        ));
+    }
+    let mut options: Vec<String> = COMPILE_OPTIONS.iter().map(|s| s.to_string()).collect();
+    options.push(format!("--gpu-architecture={}", arch.compute_name()));
+    let opts = cudarc::nvrtc::CompileOptions {
+        options,
+        name: Some(format!("{}.cu", source.name)),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source.code, opts).map_err(|e| {
+        CoreError::Cuda(format!("NVRTC failed to compile `{}`: {e}", source.name))
+    })?;
+    Ok(ptx.to_src())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SM90: ComputeCapability = ComputeCapability {
+        major: 9,
+        minor: 0,
+    };
+    const SRC: KernelSource = KernelSource {
+        name: "demo",
+        code: "extern \"C\" __global__ void k() {}",
+    };
+
+    #[test]
+    fn key_depends_on_source_and_arch() {
+        let sm80 = ComputeCapability { major: 8, minor: 0 };
+        assert_ne!(cache_key(SRC.code, SM90), cache_key(SRC.code, sm80));
+        assert_ne!(cache_key(SRC.code, SM90), cache_key("other", SM90));
+        assert_eq!(cache_key(SRC.code, SM90), cache_key(SRC.code, SM90));
+    }
+
+    #[test]
+    fn compiles_once_then_reads_disk() {
+        let dir = std::env::temp_dir().join(format!("edge-core-kc-{}", std::process::id()));
+        let cache = KernelCache::in_dir(&dir);
+        let first = cache
+            .ptx_with(&SRC, SM90, |_, _| Ok("PTX-A".to_string()))
+            .unwrap();
+        assert_eq!(first, "PTX-A");
+        let second = cache
+            .ptx_with(&SRC, SM90, |_, _| panic!("must hit the cache"))
+            .unwrap();
+        assert_eq!(second, "PTX-A");
+        // Another architecture is another entry.
+        let sm89 = ComputeCapability { major: 8, minor: 9 };
+        let other = cache
+            .ptx_with(&SRC, sm89, |_, _| Ok("PTX-B".to_string()))
+            .unwrap();
+        assert_eq!(other, "PTX-B");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn compile_errors_propagate_and_nothing_is_cached() {
+        let dir = std::env::temp_dir().join(format!("edge-core-kc-err-{}", std::process::id()));
+        let cache = KernelCache::in_dir(&dir);
+        let err = cache
+            .ptx_with(&SRC, SM90, |_, _| Err(CoreError::Cuda("boom".into())))
+            .unwrap_err();
+        assert!(err.to_string().contains("boom"));
+        assert!(!cache.entry_path(&SRC, SM90).unwrap().exists());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

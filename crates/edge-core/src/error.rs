@@ -1,0 +1,67 @@
+use crate::DType;
+
+/// Errors raised by `edge-core`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoreError {
+    /// A buffer's byte length does not match its dtype and shape.
+    #[error("buffer of {got} bytes does not hold {shape:?} elements of {dtype} ({expected} bytes)")]
+    BufferSize {
+        /// Element type of the buffer.
+        dtype: DType,
+        /// Dimensions that were requested.
+        shape: Vec<usize>,
+        /// Bytes the dtype and shape need.
+        expected: usize,
+        /// Bytes that were given.
+        got: usize,
+    },
+    /// A shape whose element count overflows `usize`, or that is otherwise unusable.
+    #[error("invalid shape {shape:?}: {reason}")]
+    InvalidShape {
+        /// The offending dimensions.
+        shape: Vec<usize>,
+        /// Why it is invalid.
+        reason: &'static str,
+    },
+    /// Two shapes that must agree do not.
+    #[error("shape mismatch in {op}: expected {expected:?}, got {got:?}")]
+    ShapeMismatch {
+        /// The operation that checked.
+        op: &'static str,
+        /// The shape it needed.
+        expected: Vec<usize>,
+        /// The shape it got.
+        got: Vec<usize>,
+    },
+    /// A dtype the operation does not accept.
+    #[error("{op} does not support dtype {dtype}")]
+    UnsupportedDType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype it was given.
+        dtype: DType,
+    },
+    /// A dtype name that edge-llm does not know.
+    #[error("unknown dtype `{0}`")]
+    UnknownDType(String),
+    /// The requested device is not available in this build or on this machine.
+    #[error("device unavailable: {0}")]
+    DeviceUnavailable(String),
+    /// An error from the CUDA driver, NVRTC, or the kernel cache.
+    #[cfg(feature = "cuda")]
+    #[error("cuda: {0}")]
+    Cuda(String),
+    /// An I/O error from the kernel cache.
+    #[error("i/o error at {path}: {source}")]
+    Io {
+        /// The path being read or written.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias for `edge-core`.
+pub type Result<T> = std::result::Result<T, CoreError>;

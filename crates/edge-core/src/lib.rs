@@ -1,0 +1,32 @@
+//! `edge-core`: the small foundation every edge-llm crate stands on.
+//!
+//! It holds only what is shared and device-independent:
+//! - [`DType`]: the element types edge-llm stores and computes with, including the
+//!   packed NVFP4 and the two FP8 formats;
+//! - [`Shape`]: checked row-major shapes;
+//! - [`Bytes`]: shared byte storage, owned or borrowed from a memory map;
+//! - [`HostBuffer`]: a typed host-side tensor over [`Bytes`];
+//! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
+//! - [`CoreError`]: this crate's typed error.
+//!
+//! Behind the `cuda` feature, [`cuda`] wraps a cudarc context whose driver and NVRTC
+//! libraries are loaded at run time (so the crate builds with no CUDA toolkit), and a
+//! [`cuda::KernelCache`] that compiles each `.cu` source once per GPU architecture and
+//! keeps the result on disk keyed by source hash and architecture.
+
+mod buffer;
+mod bytes;
+mod device;
+mod dtype;
+mod error;
+mod shape;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+pub use buffer::{HostBuffer, decode_to_f32};
+pub use bytes::Bytes;
+pub use device::Device;
+pub use dtype::DType;
+pub use error::{CoreError, Result};
+pub use shape::Shape;

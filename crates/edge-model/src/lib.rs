@@ -1,0 +1,11 @@
+//! `edge-model`: the Qwen3.5/Qwen3.6 hybrid text model.
+//!
+//! Its job: parse `config.json`, load safetensors checkpoints (bf16, FP8 and ModelOpt
+//! NVFP4; single-file or sharded; both the plain and the VL-wrapper key layouts), and
+//! run the layers: zero-centred RMSNorm, Gated DeltaNet (chunked prefill and the
+//! single-token recurrence), gated full attention with partial RoPE, SwiGLU MLP, and the
+//! MTP head. The CPU path is the reference every device path is tested against.
+
+mod error;
+
+pub use error::{ModelError, Result};

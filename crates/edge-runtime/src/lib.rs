@@ -1,0 +1,9 @@
+//! `edge-runtime`: the engine around the model.
+//!
+//! Its job: request scheduling with prefix reuse, sampling, the Hugging Face chat
+//! template, tool-call parsing (Qwen XML tool calls), and an OpenAI-compatible HTTP
+//! server for agentic multi-turn workloads.
+
+mod error;
+
+pub use error::{RuntimeError, Result};

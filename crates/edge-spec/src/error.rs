@@ -1,0 +1,11 @@
+/// Errors raised by `edge-spec`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpecError {
+    /// An error from the foundation crate.
+    #[error(transparent)]
+    Core(#[from] edge_core::CoreError),
+}
+
+/// Result alias for `edge-spec`.
+pub type Result<T> = std::result::Result<T, SpecError>;
