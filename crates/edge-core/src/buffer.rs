@@ -18,12 +18,13 @@ impl HostBuffer {
     /// Wraps raw bytes, checking their length against the dtype and shape.
     pub fn from_bytes(dtype: DType, shape: Shape, bytes: impl Into<Bytes>) -> Result<Self> {
         let bytes = bytes.into();
-        let expected = dtype
-            .storage_bytes(shape.elements())
-            .ok_or_else(|| CoreError::InvalidShape {
-                shape: shape.dims().to_vec(),
-                reason: "byte size overflows usize",
-            })?;
+        let expected =
+            dtype
+                .storage_bytes(shape.elements())
+                .ok_or_else(|| CoreError::InvalidShape {
+                    shape: shape.dims().to_vec(),
+                    reason: "byte size overflows usize",
+                })?;
         if bytes.len() != expected {
             return Err(CoreError::BufferSize {
                 dtype,

@@ -55,7 +55,9 @@ impl DType {
     /// Bytes needed to store `elements` elements, or `None` on overflow.
     /// NVFP4 rounds an odd count up to a whole byte.
     pub fn storage_bytes(self, elements: usize) -> Option<usize> {
-        elements.checked_mul(self.bits()).map(|bits| bits.div_ceil(8))
+        elements
+            .checked_mul(self.bits())
+            .map(|bits| bits.div_ceil(8))
     }
 
     /// True for the floating-point formats (including the packed and 8-bit ones).

@@ -2,8 +2,18 @@
 //!
 //! - [`formats`]: the E2M1, E4M3 and E5M2 element formats (round-to-nearest-even,
 //!   saturation and NaN rules as ModelOpt and PyTorch apply them).
+//! - [`nvfp4`]: NVFP4 tensors (packed E2M1 codes, E4M3 block scales per 16 elements,
+//!   an f32 global scale).
+//! - [`fp8`]: FP8 E4M3 tensors with a per-tensor scale.
 //!
 //! Every operation has a CPU reference implementation that is the oracle for the fast
 //! CPU and CUDA paths.
 
+mod error;
 pub mod formats;
+pub mod fp8;
+pub mod nvfp4;
+
+pub use error::{QuantError, Result};
+pub use fp8::Fp8Tensor;
+pub use nvfp4::Nvfp4Tensor;

@@ -6,4 +6,4 @@
 
 mod error;
 
-pub use error::{RuntimeError, Result};
+pub use error::{Result, RuntimeError};

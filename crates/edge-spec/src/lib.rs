@@ -6,4 +6,4 @@
 
 mod error;
 
-pub use error::{SpecError, Result};
+pub use error::{Result, SpecError};

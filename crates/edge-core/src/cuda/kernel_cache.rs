@@ -150,9 +150,8 @@ fn compile_with_nvrtc(source: &KernelSource, arch: ComputeCapability) -> Result<
         name: Some(format!("{}.cu", source.name)),
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source.code, opts).map_err(|e| {
-        CoreError::Cuda(format!("NVRTC failed to compile `{}`: {e}", source.name))
-    })?;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source.code, opts)
+        .map_err(|e| CoreError::Cuda(format!("NVRTC failed to compile `{}`: {e}", source.name)))?;
     Ok(ptx.to_src())
 }
 
@@ -160,10 +159,7 @@ fn compile_with_nvrtc(source: &KernelSource, arch: ComputeCapability) -> Result<
 mod tests {
     use super::*;
 
-    const SM90: ComputeCapability = ComputeCapability {
-        major: 9,
-        minor: 0,
-    };
+    const SM90: ComputeCapability = ComputeCapability { major: 9, minor: 0 };
     const SRC: KernelSource = KernelSource {
         name: "demo",
         code: "extern \"C\" __global__ void k() {}",
