@@ -12,6 +12,7 @@
 mod error;
 pub mod formats;
 pub mod fp8;
+pub mod linear;
 pub mod nvfp4;
 
 pub use error::{QuantError, Result};

@@ -2,6 +2,9 @@
 //!
 //! Dequantization: `w = e4m3(q) · scale`.
 
+pub mod kv;
+pub mod quantize;
+
 use crate::error::{QuantError, Result, check_len};
 use crate::formats::e4m3;
 use edge_core::Bytes;

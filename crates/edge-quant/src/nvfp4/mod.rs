@@ -3,6 +3,10 @@
 //!
 //! Dequantization: `w = E2M1[q] · f32(e4m3(scale)) · global_scale`.
 
+pub mod activation;
+pub mod quantize;
+pub mod swizzle;
+
 use crate::error::{QuantError, Result, check_len};
 use crate::formats::{e2m1, e4m3};
 use edge_core::Bytes;
