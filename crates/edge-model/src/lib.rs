@@ -6,6 +6,10 @@
 //! single-token recurrence), gated full attention with partial RoPE, SwiGLU MLP, and the
 //! MTP head. The CPU path is the reference every device path is tested against.
 
+pub mod checkpoint;
+pub mod config;
 mod error;
 
+pub use checkpoint::{Checkpoint, TensorView};
+pub use config::{LayerType, Qwen35Config};
 pub use error::{ModelError, Result};
