@@ -7,3 +7,6 @@
 mod error;
 
 pub use error::{Result, RuntimeError};
+pub mod sampling;
+
+pub use sampling::{Sampler, SamplingParams, argmax};
