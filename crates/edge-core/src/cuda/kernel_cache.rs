@@ -39,7 +39,17 @@ pub struct KernelCache {
 }
 
 /// Options every kernel is compiled with. Part of the cache key.
-const COMPILE_OPTIONS: &[&str] = &["--std=c++17", "--use_fast_math=false"];
+///
+/// IEEE f32 semantics are spelled out (no flush-to-zero, correctly rounded division and
+/// square root): the quantization kernels must match the CPU byte for byte. NVRTC has no
+/// `--use_fast_math=false` (it rejects any argument to that flag); leaving the flag out
+/// is what turns fast math off.
+const COMPILE_OPTIONS: &[&str] = &[
+    "--std=c++17",
+    "--ftz=false",
+    "--prec-div=true",
+    "--prec-sqrt=true",
+];
 
 impl KernelCache {
     /// A cache that stores compiled PTX under `dir` (created on first write).
