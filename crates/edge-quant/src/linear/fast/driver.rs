@@ -1,0 +1,267 @@
+//! The generic fast-path driver: activation preparation, rayon tiling over output
+//! rows, and the per-row segment loop over one [`Isa`]'s kernels.
+
+use super::{A4Act, Isa, Perm, SEG, SimdLevel, portable::Portable};
+use crate::error::{QuantError, Result};
+use crate::formats::{e2m1, e4m3};
+use crate::linear::{ActivationQuant, Linear, LinearWeight};
+use crate::nvfp4::{BLOCK, activation::quantize_activation_row};
+use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// Multiply-adds below which a task is not worth sending to another thread.
+const MIN_TASK_MACS: usize = 1 << 16;
+
+/// Runs `lin` on `x` with the kernels of `level`; shapes are already checked.
+pub(crate) fn forward(
+    lin: &Linear,
+    level: SimdLevel,
+    x: &[f32],
+    tokens: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let unavailable = || {
+        QuantError::Unsupported(format!(
+            "SIMD level {level} is not available on this CPU or build"
+        ))
+    };
+    match level {
+        SimdLevel::Portable => run(Portable, lin, x, tokens, out),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => run(
+            super::x86::Avx2::detect().ok_or_else(unavailable)?,
+            lin,
+            x,
+            tokens,
+            out,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => run(
+            super::x86::Avx512::detect().ok_or_else(unavailable)?,
+            lin,
+            x,
+            tokens,
+            out,
+        ),
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon => run(super::aarch64::Neon, lin, x, tokens, out),
+        #[allow(unreachable_patterns)]
+        _ => Err(unavailable()),
+    }
+}
+
+/// Activations in the form an ISA's kernels read.
+enum Act<'a> {
+    /// f32 rows `[tokens, in]`, NVFP4-permuted where the weight is NVFP4.
+    F32(Cow<'a, [f32]>),
+    /// W4A4: quantized activations and the layer's `input_scale`.
+    A4(A4Act, f32),
+}
+
+fn run<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) -> Result<()> {
+    if tokens == 0 {
+        return Ok(());
+    }
+    let (n_out, n_in) = (lin.out_features(), lin.in_features());
+    let act = prepare::<I>(lin, x, tokens)?;
+
+    // Tasks own disjoint output rows, so they write a row-major [out, tokens] tile;
+    // for one token that is `out` itself.
+    let mut transposed = Vec::new();
+    let yt: &mut [f32] = if tokens == 1 {
+        out
+    } else {
+        transposed.resize(n_out * tokens, 0.0);
+        &mut transposed
+    };
+    let threads = rayon::current_num_threads().max(1);
+    let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens);
+    let rows_per_task = n_out.div_ceil(4 * threads).max(min_rows).max(1);
+    let task = |(i, tile): (usize, &mut [f32])| {
+        compute_rows(isa, lin, &act, tokens, i * rows_per_task, tile);
+    };
+    if rows_per_task >= n_out {
+        task((0, yt));
+    } else {
+        yt.par_chunks_mut(rows_per_task * tokens)
+            .enumerate()
+            .for_each(task);
+    }
+    if tokens > 1 {
+        for (r, ys) in transposed.chunks_exact(tokens).enumerate() {
+            for (t, &y) in ys.iter().enumerate() {
+                out[t * n_out + r] = y;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
+    let n_in = lin.in_features();
+    match (lin.activation_quant(), lin.weight()) {
+        (ActivationQuant::Nvfp4 { input_scale }, LinearWeight::Nvfp4(_)) => Ok(Act::A4(
+            prepare_a4(I::A4_PERM, x, tokens, n_in, input_scale)?,
+            input_scale,
+        )),
+        (ActivationQuant::Nvfp4 { .. }, w) => Err(QuantError::Unsupported(format!(
+            "NVFP4 activation quantization with {} weights",
+            w.format_name()
+        ))),
+        (ActivationQuant::None, LinearWeight::Nvfp4(_)) if I::NVFP4_PERM != Perm::Natural => {
+            let mut xs = vec![0.0; x.len()];
+            for (s, d) in x.chunks_exact(n_in).zip(xs.chunks_exact_mut(n_in)) {
+                I::NVFP4_PERM.apply(s, d);
+            }
+            Ok(Act::F32(Cow::Owned(xs)))
+        }
+        (ActivationQuant::None, _) => Ok(Act::F32(Cow::Borrowed(x))),
+    }
+}
+
+/// Quantizes every token's row (in parallel) and lays it out for the integer kernels.
+fn prepare_a4(
+    perm: Perm,
+    x: &[f32],
+    tokens: usize,
+    n_in: usize,
+    input_scale: f32,
+) -> Result<A4Act> {
+    let groups = n_in / 8;
+    let mut a = A4Act {
+        qa: vec![0; tokens * n_in],
+        sfa: vec![0.0; tokens * groups],
+        negcorr: vec![0; tokens * groups],
+    };
+    let rows = x
+        .par_chunks_exact(n_in)
+        .zip(a.qa.par_chunks_exact_mut(n_in))
+        .zip(a.sfa.par_chunks_exact_mut(groups))
+        .zip(a.negcorr.par_chunks_exact_mut(groups))
+        .with_min_len(4);
+    rows.try_for_each_init(
+        || {
+            (
+                vec![0u8; n_in / 2],
+                vec![0u8; n_in / BLOCK],
+                vec![0i8; n_in],
+            )
+        },
+        |(codes, scales, nat), (((xr, qa), sfa), negcorr)| {
+            quantize_activation_row(xr, input_scale, codes, scales)?;
+            for (pair, &byte) in nat.chunks_exact_mut(2).zip(codes.iter()) {
+                pair[0] = e2m1::DOUBLED[usize::from(byte & 0xf)];
+                pair[1] = e2m1::DOUBLED[usize::from(byte >> 4)];
+            }
+            perm.apply(nat, qa);
+            for (g, (s, c)) in sfa.iter_mut().zip(negcorr.iter_mut()).enumerate() {
+                *s = e4m3::decode(scales[g / 2]);
+                *c = -12
+                    * nat[8 * g..8 * g + 8]
+                        .iter()
+                        .map(|&q| i32::from(q))
+                        .sum::<i32>();
+            }
+            Ok::<(), QuantError>(())
+        },
+    )?;
+    Ok(a)
+}
+
+/// `(start, len)` of each weight segment of a row.
+fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n_in)
+        .step_by(SEG)
+        .map(move |k0| (k0, SEG.min(n_in - k0)))
+}
+
+/// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and
+/// stores `scale · acc`.
+fn each_row(
+    tile: &mut [f32],
+    tokens: usize,
+    r0: usize,
+    scale: f32,
+    mut row: impl FnMut(usize, &mut [f32]),
+) {
+    let mut acc = vec![0.0f32; tokens];
+    for (i, y) in tile.chunks_exact_mut(tokens).enumerate() {
+        acc.fill(0.0);
+        row(r0 + i, &mut acc);
+        for (o, a) in y.iter_mut().zip(&acc) {
+            *o = a * scale;
+        }
+    }
+}
+
+/// Computes output rows `r0..r0 + tile.len()/tokens` for all tokens.
+fn compute_rows<I: Isa>(
+    isa: I,
+    lin: &Linear,
+    act: &Act<'_>,
+    tokens: usize,
+    r0: usize,
+    tile: &mut [f32],
+) {
+    let n_in = lin.in_features();
+    let mut buf = vec![0.0f32; SEG.min(n_in)];
+    match (lin.weight(), act) {
+        (LinearWeight::F32(w), Act::F32(xs)) => each_row(tile, tokens, r0, 1.0, |r, acc| {
+            for (k0, len) in segments(n_in) {
+                isa.dot(&w[r * n_in + k0..][..len], &xs[k0..], n_in, acc);
+            }
+        }),
+        (LinearWeight::Bf16(b), Act::F32(xs)) => each_row(tile, tokens, r0, 1.0, |r, acc| {
+            for (k0, len) in segments(n_in) {
+                isa.decode_bf16(&b[2 * (r * n_in + k0)..][..2 * len], &mut buf[..len]);
+                isa.dot(&buf[..len], &xs[k0..], n_in, acc);
+            }
+        }),
+        (LinearWeight::Fp8(t), Act::F32(xs)) => {
+            each_row(tile, tokens, r0, t.scale() * 256.0, |r, acc| {
+                for (k0, len) in segments(n_in) {
+                    isa.decode_fp8(&t.codes()[r * n_in + k0..][..len], &mut buf[..len]);
+                    isa.dot(&buf[..len], &xs[k0..], n_in, acc);
+                }
+            })
+        }
+        (LinearWeight::Nvfp4(t), Act::F32(xs)) => {
+            each_row(tile, tokens, r0, t.global_scale() * 256.0, |r, acc| {
+                for (k0, len) in segments(n_in) {
+                    let e = r * n_in + k0;
+                    let codes = &t.codes()[e / 2..][..len / 2];
+                    let scales = &t.scales()[e / BLOCK..][..len / BLOCK];
+                    isa.decode_nvfp4(codes, scales, &mut buf[..len]);
+                    isa.dot(&buf[..len], &xs[k0..], n_in, acc);
+                }
+            })
+        }
+        (LinearWeight::Nvfp4(t), Act::A4(a, input_scale)) => {
+            // Products of doubled codes are 4× too large; weight scales carry 2⁻⁸.
+            let scale = input_scale * t.global_scale() * 64.0;
+            let mut wq = vec![0u8; SEG.min(n_in)];
+            let mut wsc = vec![0.0f32; SEG.min(n_in) / 8];
+            let groups = n_in / 8;
+            each_row(tile, tokens, r0, scale, |r, acc| {
+                for (k0, len) in segments(n_in) {
+                    let e = r * n_in + k0;
+                    let codes = &t.codes()[e / 2..][..len / 2];
+                    let scales = &t.scales()[e / BLOCK..][..len / BLOCK];
+                    isa.decode_w4(codes, scales, &mut wq[..len], &mut wsc[..len / 8]);
+                    let g0 = k0 / 8;
+                    isa.dot_a4(
+                        &wq[..len],
+                        &wsc[..len / 8],
+                        &a.qa[k0..],
+                        &a.sfa[g0..],
+                        &a.negcorr[g0..],
+                        n_in,
+                        groups,
+                        acc,
+                    );
+                }
+            })
+        }
+        (_, Act::A4(..)) => unreachable!("A4 activations are only prepared for NVFP4 weights"),
+    }
+}

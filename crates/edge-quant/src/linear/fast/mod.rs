@@ -1,0 +1,227 @@
+//! The fast linear path: SIMD level detection, the [`Isa`] kernel interface, and the
+//! driver that prepares activations, splits output rows over rayon tasks and runs an
+//! ISA's kernels row by row.
+//!
+//! Per output row the weight is processed in segments of [`SEG`] inputs: a segment is
+//! decoded into an L1-resident f32 buffer (or, for W4A4, offset E2M1 bytes plus
+//! per-8-element scales) and then dotted with every token's activations, so each weight
+//! byte is read from memory once per forward pass whatever the token count.
+//!
+//! Kernels may decode NVFP4 segments in a permuted element order that suits their
+//! shuffles ([`Perm`]); the driver permutes the activations the same way once per call.
+
+mod driver;
+mod portable;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub(crate) use driver::forward;
+
+use std::sync::OnceLock;
+
+/// Inputs per decoded weight segment. A multiple of every [`Perm::chunk`].
+pub(crate) const SEG: usize = 2048;
+
+/// The instruction-set level of a fast-path kernel family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SimdLevel {
+    /// Plain Rust, written so the compiler can vectorize it; available everywhere.
+    Portable,
+    /// x86-64 AVX2 + FMA + F16C (Haswell and later).
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL/VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later), plus
+    /// the AVX2 set.
+    Avx512,
+    /// aarch64 Advanced SIMD (always present on aarch64, e.g. Jetson).
+    Neon,
+}
+
+impl SimdLevel {
+    /// Every level, best first.
+    pub const ALL: [SimdLevel; 4] = [
+        SimdLevel::Avx512,
+        SimdLevel::Avx2,
+        SimdLevel::Neon,
+        SimdLevel::Portable,
+    ];
+
+    /// Whether this build, on this CPU, can run the level.
+    pub fn is_available(self) -> bool {
+        match self {
+            SimdLevel::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2 => x86::Avx2::detect().is_some(),
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => x86::Avx512::detect().is_some(),
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::Neon => true,
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// A short lowercase name (`"avx512"`, `"avx2"`, `"neon"`, `"portable"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Portable => "portable",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+            SimdLevel::Neon => "neon",
+        }
+    }
+}
+
+impl std::fmt::Display for SimdLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The level [`crate::linear::Linear::forward`] uses: the best available one, detected
+/// once per process.
+pub fn simd_level() -> SimdLevel {
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        SimdLevel::ALL
+            .into_iter()
+            .find(|l| l.is_available())
+            .unwrap_or(SimdLevel::Portable)
+    })
+}
+
+/// An element order within fixed-size chunks of a row. Position `p` of a permuted
+/// chunk holds element [`Perm::source`]`(p)` of the natural chunk; a row's trailing
+/// partial chunk stays in natural order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Perm {
+    /// Natural order.
+    Natural,
+    /// Chunks of `n` elements: the even elements first, then the odd ones (the low and
+    /// high nibbles of `n/2` packed bytes).
+    EvenOdd(usize),
+    /// Chunks of 128: position `16j + i` holds element `8i + j` (nibble `j` of the
+    /// `i`-th 32-bit word of 64 packed bytes).
+    Nibble16x8,
+}
+
+impl Perm {
+    /// Chunk length in elements (1 for natural order).
+    pub(crate) fn chunk(self) -> usize {
+        match self {
+            Perm::Natural => 1,
+            Perm::EvenOdd(n) => n,
+            Perm::Nibble16x8 => 128,
+        }
+    }
+
+    /// The natural index (within its chunk) of the element at position `p`.
+    pub(crate) fn source(self, p: usize) -> usize {
+        match self {
+            Perm::Natural => p,
+            Perm::EvenOdd(n) if p < n / 2 => 2 * p,
+            Perm::EvenOdd(n) => 2 * (p - n / 2) + 1,
+            Perm::Nibble16x8 => 8 * (p % 16) + p / 16,
+        }
+    }
+
+    /// Writes `src` (one row) into `dst` in this order.
+    pub(crate) fn apply<T: Copy>(self, src: &[T], dst: &mut [T]) {
+        let c = self.chunk();
+        let full = src.len() / c * c;
+        for (s, d) in src[..full].chunks_exact(c).zip(dst.chunks_exact_mut(c)) {
+            for (p, v) in d.iter_mut().enumerate() {
+                *v = s[self.source(p)];
+            }
+        }
+        dst[full..].copy_from_slice(&src[full..]);
+    }
+}
+
+/// Activations of one W4A4 forward pass, prepared for an ISA's integer dot products.
+/// Row `t` of each array belongs to token `t`.
+pub(crate) struct A4Act {
+    /// Twice the E2M1 value of each activation code (an integer in −12..=12), `[tokens,
+    /// in]`, in the ISA's `A4_PERM` order.
+    pub qa: Vec<i8>,
+    /// The block scale of each 8-element group (natural group order), `[tokens, in/8]`.
+    pub sfa: Vec<f32>,
+    /// `−12 · Σ qa` over each 8-element group, `[tokens, in/8]`: cancels the +12 offset
+    /// of the unsigned weight bytes.
+    pub negcorr: Vec<i32>,
+}
+
+/// One instruction set's kernels. Implementors are zero-sized tokens whose existence
+/// proves the CPU supports the instructions (see each `detect`).
+///
+/// Conventions: `xs`/`qa`/`sfa`/`negcorr` start at the segment's first input of token 0
+/// and token `t` is `stride` (inputs) or `gstride` (groups) further on; `acc[t]` is
+/// added to, never overwritten; decoded FP8 and NVFP4 values carry a factor 2⁻⁸ (the
+/// E4M3 scale unit of the f16 decoding trick) that the driver removes.
+pub(crate) trait Isa: Copy + Send + Sync {
+    /// Element order of [`Isa::decode_nvfp4`] output.
+    const NVFP4_PERM: Perm;
+    /// Element order of [`Isa::decode_w4`] weight bytes and of [`A4Act::qa`].
+    const A4_PERM: Perm;
+
+    /// `acc[t] += Σ_i w[i] · xs[t·stride + i]`.
+    fn dot(self, w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]);
+
+    /// Widens little-endian bf16 bytes (`2·dst.len()`) to f32.
+    fn decode_bf16(self, src: &[u8], dst: &mut [f32]);
+
+    /// Decodes E4M3 bytes to `e4m3(q) · 2⁻⁸` (NaN codes stay NaN).
+    fn decode_fp8(self, src: &[u8], dst: &mut [f32]);
+
+    /// Decodes NVFP4 codes (`dst.len()/2` bytes) and block scales (`dst.len()/16`) to
+    /// `E2M1[q] · e4m3(SF) · 2⁻⁸` in [`Isa::NVFP4_PERM`] order.
+    fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]);
+
+    /// Decodes NVFP4 codes to `2·E2M1[q] + 12` bytes in [`Isa::A4_PERM`] order and
+    /// block scales to `wsc[g] = e4m3(SF[g/2]) · 2⁻⁸` per 8-element group.
+    fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]);
+
+    /// `acc[t] += Σ_g wsc[g] · sfa[t][g] · Σ_{k∈g} (wq[k] − 12) · qa[t][k]`.
+    #[allow(clippy::too_many_arguments)]
+    fn dot_a4(
+        self,
+        wq: &[u8],
+        wsc: &[f32],
+        qa: &[i8],
+        sfa: &[f32],
+        negcorr: &[i32],
+        stride: usize,
+        gstride: usize,
+        acc: &mut [f32],
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perms_are_bijections() {
+        for perm in [Perm::EvenOdd(64), Perm::EvenOdd(128), Perm::Nibble16x8] {
+            let mut seen = vec![false; perm.chunk()];
+            for p in 0..perm.chunk() {
+                assert!(!std::mem::replace(&mut seen[perm.source(p)], true));
+            }
+        }
+        let src: Vec<u32> = (0..144).collect();
+        let mut dst = vec![0; 144];
+        Perm::Nibble16x8.apply(&src, &mut dst);
+        assert_eq!(&dst[..3], &[0, 8, 16]);
+        assert_eq!(dst[16], 1);
+        assert_eq!(&dst[128..], &src[128..]);
+    }
+
+    #[test]
+    fn detection_is_consistent() {
+        assert!(simd_level().is_available());
+        assert!(SimdLevel::Portable.is_available());
+        assert_eq!(simd_level().to_string(), simd_level().name());
+    }
+}

@@ -1,0 +1,260 @@
+//! AVX2 + FMA + F16C kernels. See [`crate::linear::fast::Isa`] for each function's
+//! contract; these are its 8-lane implementations.
+//!
+//! - NVFP4 (W4A16) in `EvenOdd(64)` order: 32 code bytes split into low and high
+//!   nibbles, a `vpshufb` table gives twice the E2M1 value as i8, sign-extended and
+//!   converted to f32, times half the block scale. Each 8-lane vector lies in one block.
+//! - FP8 and E4M3 block scales: the f16 bit trick of the AVX-512 kernels, widened with
+//!   `vcvtph2ps` (F16C); NaN codes take a table path.
+//! - W4A4: `vpmaddubsw` (u8 × i8 pairs, at most 576, no saturation) then `vpmaddwd`
+//!   with ones gives one exact 32-bit sum per 8-element group.
+
+use super::super::portable::{self, OFFSET_DOUBLED};
+use crate::formats::e2m1;
+use core::arch::x86_64::*;
+
+/// Sum of the 8 lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn hsum(v: __m256) -> f32 {
+    let mut a = [0.0f32; 8];
+    // SAFETY: `a` holds 8 floats.
+    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+    a.iter().sum()
+}
+
+/// `acc[t] += Σ_i w[i] · xs[t·stride + i]`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn dot(w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
+    let n = w.len();
+    let tokens = acc.len();
+    let mut t = 0;
+    while t + 4 <= tokens {
+        let x = [0, 1, 2, 3].map(|j| &xs[(t + j) * stride..][..n]);
+        let sums = dot4(w, x);
+        for (a, s) in acc[t..t + 4].iter_mut().zip(sums) {
+            *a += s;
+        }
+        t += 4;
+    }
+    for (j, a) in acc.iter_mut().enumerate().skip(t) {
+        let x = &xs[j * stride..][..n];
+        *a += dot4(w, [x, x, x, x])[0];
+    }
+}
+
+/// Four dot products sharing each weight load (8 independent accumulators).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
+    let n = w.len();
+    let (wp, xp) = (w.as_ptr(), x.map(|s| s.as_ptr()));
+    let mut a = [_mm256_setzero_ps(); 8];
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n and `w` and every `x[j]` hold n floats.
+        unsafe {
+            let w0 = _mm256_loadu_ps(wp.add(i));
+            let w1 = _mm256_loadu_ps(wp.add(i + 8));
+            for j in 0..4 {
+                a[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp[j].add(i)), a[j]);
+                a[j + 4] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xp[j].add(i + 8)), a[j + 4]);
+            }
+        }
+        i += 16;
+    }
+    let mut out = [0.0f32; 4];
+    for (j, o) in out.iter_mut().enumerate() {
+        let tail: f32 = w[i..].iter().zip(&x[j][i..]).map(|(a, b)| a * b).sum();
+        *o = hsum(_mm256_add_ps(a[j], a[j + 4])) + tail;
+    }
+    out
+}
+
+/// Little-endian bf16 to f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn decode_bf16(src: &[u8], dst: &mut [f32]) {
+    let n = dst.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: `src` holds 2n bytes, so bytes [2i, 2i + 16) and floats [i, i + 8) are
+        // in bounds.
+        unsafe {
+            let v = _mm_loadu_si128(src.as_ptr().add(2 * i).cast());
+            let f = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(v));
+            _mm256_storeu_ps(dst.as_mut_ptr().add(i), _mm256_castsi256_ps(f));
+        }
+        i += 8;
+    }
+    portable::decode_bf16(&src[2 * i..], &mut dst[i..]);
+}
+
+/// The low 8 E4M3 bytes of `v` as f16 bit patterns of `e4m3(b) · 2⁻⁸` (no NaN codes).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn e4m3_to_f16x8(v: __m128i) -> __m128i {
+    let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(v));
+    // The sign landed on bit 14; adding that bit moves it to bit 15.
+    _mm_add_epi16(x, _mm_and_si128(x, _mm_set1_epi16(0x4000)))
+}
+
+/// Whether any of the 16 bytes of `v` is an E4M3 NaN.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn any_nan16(v: __m128i) -> bool {
+    let m = _mm_set1_epi8(0x7f);
+    _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(v, m), m)) != 0
+}
+
+/// E4M3 bytes to `e4m3(b) · 2⁻⁸`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn decode_fp8(src: &[u8], dst: &mut [f32]) {
+    let n = dst.len();
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: `src` and `dst` hold n elements and i + 16 <= n.
+        unsafe {
+            let v = _mm_loadu_si128(src.as_ptr().add(i).cast());
+            if any_nan16(v) {
+                portable::decode_fp8(&src[i..i + 16], &mut dst[i..i + 16]);
+            } else {
+                let d = dst.as_mut_ptr().add(i);
+                _mm256_storeu_ps(d, _mm256_cvtph_ps(e4m3_to_f16x8(v)));
+                let hi = _mm_srli_si128::<8>(v);
+                _mm256_storeu_ps(d.add(8), _mm256_cvtph_ps(e4m3_to_f16x8(hi)));
+            }
+        }
+        i += 16;
+    }
+    portable::decode_fp8(&src[i..], &mut dst[i..]);
+}
+
+/// NVFP4 to `E2M1 · e4m3(SF) · 2⁻⁸` in `EvenOdd(64)` order (natural-order tail).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
+    let chunks = dst.len() / 64;
+    // SAFETY: DOUBLED holds 16 bytes.
+    let lut =
+        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(e2m1::DOUBLED.as_ptr().cast()) });
+    let low = _mm256_set1_epi8(0x0f);
+    let mut sc = [0.0f32; 4];
+    for c in 0..chunks {
+        // Half of each block scale: the table holds doubled values.
+        portable::decode_fp8(&scales[4 * c..4 * c + 4], &mut sc);
+        let s = sc.map(|v| _mm256_set1_ps(0.5 * v));
+        // SAFETY: chunk c reads codes [32c, 32c + 32) and writes dst [64c, 64c + 64),
+        // within 32·chunks <= codes.len() and 64·chunks <= dst.len().
+        unsafe {
+            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
+            let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low));
+            let hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), low));
+            let d = dst.as_mut_ptr().add(64 * c);
+            for (half, q) in [(0, lo), (32, hi)] {
+                let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                let parts = [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)];
+                for (b, p) in parts.into_iter().enumerate() {
+                    let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                    _mm256_storeu_ps(d.add(half + 8 * b), _mm256_mul_ps(f, s[b]));
+                }
+            }
+        }
+    }
+    let (c0, s0, d0) = (32 * chunks, 4 * chunks, 64 * chunks);
+    portable::decode_nvfp4(&codes[c0..], &scales[s0..], &mut dst[d0..]);
+}
+
+/// NVFP4 to offset doubled bytes in `EvenOdd(64)` order, and per-group scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
+    let chunks = wq.len() / 64;
+    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
+    let lut =
+        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
+    let low = _mm256_set1_epi8(0x0f);
+    for c in 0..chunks {
+        // SAFETY: chunk c reads codes [32c, 32c + 32) and writes wq [64c, 64c + 64),
+        // within 64·chunks <= wq.len() = 2·codes.len().
+        unsafe {
+            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
+            let lo = _mm256_and_si256(v, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            let d = wq.as_mut_ptr().add(64 * c);
+            _mm256_storeu_si256(d.cast(), _mm256_shuffle_epi8(lut, lo));
+            _mm256_storeu_si256(d.add(32).cast(), _mm256_shuffle_epi8(lut, hi));
+        }
+    }
+    portable::decode_w4_codes(&codes[32 * chunks..], &mut wq[64 * chunks..]);
+
+    // Scales: 8 blocks → 16 groups per step.
+    let lo_idx = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
+    let hi_idx = _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4);
+    let blocks = wsc.len() / 2;
+    let mut sc = [0.0f32; 8];
+    let mut b = 0;
+    while b + 8 <= blocks {
+        // SAFETY: `scales` holds `blocks` bytes and b + 8 <= blocks.
+        let v = unsafe { _mm_loadl_epi64(scales.as_ptr().add(b).cast()) };
+        if any_nan16(_mm_unpacklo_epi64(v, _mm_setzero_si128())) {
+            portable::decode_fp8(&scales[b..b + 8], &mut sc);
+        } else {
+            // SAFETY: `sc` holds 8 floats.
+            unsafe { _mm256_storeu_ps(sc.as_mut_ptr(), _mm256_cvtph_ps(e4m3_to_f16x8(v))) };
+        }
+        // SAFETY: groups [2b, 2b + 16) lie within wsc (2·blocks groups); sc holds 8.
+        unsafe {
+            let s = _mm256_loadu_ps(sc.as_ptr());
+            let d = wsc.as_mut_ptr().add(2 * b);
+            _mm256_storeu_ps(d, _mm256_permutevar8x32_ps(s, lo_idx));
+            _mm256_storeu_ps(d.add(8), _mm256_permutevar8x32_ps(s, hi_idx));
+        }
+        b += 8;
+    }
+    portable::decode_w4_scales(&scales[b..blocks], &mut wsc[2 * b..]);
+}
+
+/// W4A4 dot products with `vpmaddubsw`/`vpmaddwd`, then one FMA per 8 groups.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn dot_a4(
+    wq: &[u8],
+    wsc: &[f32],
+    qa: &[i8],
+    sfa: &[f32],
+    negcorr: &[i32],
+    stride: usize,
+    gstride: usize,
+    acc: &mut [f32],
+) {
+    let n = wq.len();
+    let chunks = n / 64;
+    let full = 64 * chunks;
+    let ones = _mm256_set1_epi16(1);
+    for (t, a) in acc.iter_mut().enumerate() {
+        let q = &qa[t * stride..][..n];
+        let s = &sfa[t * gstride..][..n / 8];
+        let nc = &negcorr[t * gstride..][..n / 8];
+        let mut sums = [_mm256_setzero_ps(); 2];
+        for c in 0..chunks {
+            // SAFETY: chunk c reads bytes [64c, 64c + 64) of `wq` and `q` (n each) and
+            // groups [8c, 8c + 8) of `wsc`, `s` and `nc` (n/8 each).
+            unsafe {
+                let (w, x) = (wq.as_ptr().add(64 * c), q.as_ptr().add(64 * c));
+                let p0 = _mm256_maddubs_epi16(
+                    _mm256_loadu_si256(w.cast()),
+                    _mm256_loadu_si256(x.cast()),
+                );
+                let p1 = _mm256_maddubs_epi16(
+                    _mm256_loadu_si256(w.add(32).cast()),
+                    _mm256_loadu_si256(x.add(32).cast()),
+                );
+                let d = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
+                let d = _mm256_add_epi32(d, _mm256_loadu_si256(nc.as_ptr().add(8 * c).cast()));
+                let g = 8 * c;
+                let sc = _mm256_mul_ps(
+                    _mm256_loadu_ps(wsc.as_ptr().add(g)),
+                    _mm256_loadu_ps(s.as_ptr().add(g)),
+                );
+                sums[c % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sc, sums[c % 2]);
+            }
+        }
+        let tail =
+            portable::dot_a4_groups(&wq[full..], &wsc[full / 8..], &q[full..], &s[full / 8..]);
+        *a += hsum(_mm256_add_ps(sums[0], sums[1])) + tail;
+    }
+}

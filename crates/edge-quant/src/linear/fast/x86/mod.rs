@@ -1,0 +1,95 @@
+//! x86-64 kernel families: AVX2 (+FMA, F16C) and AVX-512 (F/BW/VL/VNNI), selected at
+//! run time with `is_x86_feature_detected!`.
+//!
+//! Every kernel is a `#[target_feature]` function; the [`Avx2`] and [`Avx512`] tokens
+//! can only be built by `detect`, after the features were found, which is what makes
+//! the calls below sound.
+
+mod avx2;
+mod avx512;
+
+use super::{Isa, Perm};
+
+/// Token proving AVX2, FMA and F16C are available.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx2(());
+
+impl Avx2 {
+    /// `Some` if this CPU has AVX2, FMA and F16C.
+    pub(crate) fn detect() -> Option<Self> {
+        let ok = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        ok.then_some(Avx2(()))
+    }
+}
+
+/// Token proving AVX-512 F/BW/VL/VNNI (and the AVX2 set) are available.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx512(());
+
+impl Avx512 {
+    /// `Some` if this CPU has AVX-512 F, BW, VL and VNNI besides AVX2, FMA and F16C.
+    pub(crate) fn detect() -> Option<Self> {
+        let ok = Avx2::detect().is_some()
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni");
+        ok.then_some(Avx512(()))
+    }
+}
+
+/// Implements [`Isa`] for a token type by forwarding to a kernel module whose functions
+/// carry the matching `#[target_feature]`s.
+macro_rules! forward_isa {
+    ($token:ty, $module:ident, $nvfp4_perm:expr, $a4_perm:expr) => {
+        impl Isa for $token {
+            const NVFP4_PERM: Perm = $nvfp4_perm;
+            const A4_PERM: Perm = $a4_perm;
+
+            fn dot(self, w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::dot(w, xs, stride, acc) }
+            }
+
+            fn decode_bf16(self, src: &[u8], dst: &mut [f32]) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::decode_bf16(src, dst) }
+            }
+
+            fn decode_fp8(self, src: &[u8], dst: &mut [f32]) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::decode_fp8(src, dst) }
+            }
+
+            fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::decode_nvfp4(codes, scales, dst) }
+            }
+
+            fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::decode_w4(codes, scales, wq, wsc) }
+            }
+
+            fn dot_a4(
+                self,
+                wq: &[u8],
+                wsc: &[f32],
+                qa: &[i8],
+                sfa: &[f32],
+                negcorr: &[i32],
+                stride: usize,
+                gstride: usize,
+                acc: &mut [f32],
+            ) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::dot_a4(wq, wsc, qa, sfa, negcorr, stride, gstride, acc) }
+            }
+        }
+    };
+}
+
+forward_isa!(Avx2, avx2, Perm::EvenOdd(64), Perm::EvenOdd(64));
+forward_isa!(Avx512, avx512, Perm::Nibble16x8, Perm::EvenOdd(128));

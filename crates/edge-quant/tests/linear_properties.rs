@@ -1,0 +1,309 @@
+//! Property tests of the CPU linear layer: for every weight format and both activation
+//! modes, every SIMD level available here (the detected one and the portable fallback
+//! included) agrees with the reference within the documented tolerance
+//! (`FAST_PATH_REL_TOLERANCE · Σ|x̂·ŵ|`), on random shapes and random raw weight bytes.
+//! Also: the W4A4 activation quantizer against the ModelOpt vector, bad inputs, and the
+//! SIMD level chosen on this machine.
+
+use edge_core::Bytes;
+use edge_quant::linear::{
+    ActivationQuant, FAST_PATH_REL_TOLERANCE, Linear, LinearWeight, SimdLevel, simd_level,
+};
+use edge_quant::nvfp4::activation::{quantize_activation_row, quantize_activations};
+use edge_quant::{Fp8Tensor, Nvfp4Tensor, QuantError};
+use proptest::prelude::*;
+
+/// xorshift64*: deterministic data from a proptest-chosen seed (fast for big shapes).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn byte(&mut self) -> u8 {
+        (self.next() >> 56) as u8
+    }
+    /// Uniform in [-1, 1), with an occasional ×16 outlier.
+    fn value(&mut self) -> f32 {
+        let v = (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+        if self.next().is_multiple_of(64) {
+            v * 16.0
+        } else {
+            v
+        }
+    }
+    /// Any E4M3 byte except the two NaNs.
+    fn e4m3(&mut self) -> u8 {
+        loop {
+            let b = self.byte();
+            if b & 0x7f != 0x7f {
+                return b;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Format {
+    F32,
+    Bf16,
+    Fp8,
+    Nvfp4,
+    Nvfp4W4a4,
+}
+
+/// A layer of `format` with random weights, and its dequantized weight.
+fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Rng) -> (Linear, Vec<f32>) {
+    let n = out * inp;
+    let weight = match format {
+        Format::F32 => LinearWeight::F32((0..n).map(|_| rng.value()).collect()),
+        Format::Bf16 => {
+            // One leading byte so the bf16 data is not 2-byte aligned.
+            let mut bytes = vec![0u8];
+            for _ in 0..n {
+                bytes.extend(half::bf16::from_f32(rng.value()).to_le_bytes());
+            }
+            LinearWeight::Bf16(Bytes::from_vec(bytes).slice(1..1 + 2 * n).unwrap())
+        }
+        Format::Fp8 => {
+            let codes: Vec<u8> = (0..n).map(|_| rng.e4m3()).collect();
+            let scale = 0.001 + (rng.byte() as f32) / 1000.0;
+            LinearWeight::Fp8(Fp8Tensor::from_parts(out, inp, codes, scale).unwrap())
+        }
+        Format::Nvfp4 | Format::Nvfp4W4a4 => {
+            let codes: Vec<u8> = (0..n / 2).map(|_| rng.byte()).collect();
+            let scales: Vec<u8> = (0..n / 16).map(|_| rng.e4m3()).collect();
+            let global = 1e-4 + (rng.byte() as f32) * 1e-4;
+            let t = Nvfp4Tensor::from_parts(out, inp, codes, scales, global).unwrap();
+            LinearWeight::Nvfp4(t)
+        }
+    };
+    let deq = match &weight {
+        LinearWeight::F32(w) => w.clone(),
+        LinearWeight::Bf16(b) => b
+            .chunks_exact(2)
+            .map(|p| half::bf16::from_le_bytes([p[0], p[1]]).to_f32())
+            .collect(),
+        LinearWeight::Fp8(t) => t.dequantize(),
+        LinearWeight::Nvfp4(t) => t.dequantize(),
+    };
+    (Linear::new(out, inp, weight).unwrap(), deq)
+}
+
+/// Checks every available level against the reference for one random case.
+fn check_case(format: Format, tokens: usize, out: usize, inp: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let (mut lin, w) = make_layer(format, out, inp, &mut rng);
+    let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
+    // x̂: the activations the product effectively uses.
+    let x_hat = if let Format::Nvfp4W4a4 = format {
+        let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        // Calibrated scale times a factor in [0.5, 2): some blocks saturate.
+        let input_scale = amax / 2688.0 * (0.5 + rng.byte() as f32 / 170.0);
+        lin = lin
+            .with_activation_quant(ActivationQuant::Nvfp4 { input_scale })
+            .unwrap();
+        quantize_activations(tokens, inp, &x, input_scale)
+            .unwrap()
+            .dequantize()
+    } else {
+        x.clone()
+    };
+    let mut want = vec![0.0f32; tokens * out];
+    lin.forward_reference(&x, tokens, &mut want).unwrap();
+    for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
+        let mut got = vec![f32::NAN; tokens * out];
+        lin.forward_with_level(level, &x, tokens, &mut got).unwrap();
+        for t in 0..tokens {
+            for r in 0..out {
+                let abs_sum: f64 = (0..inp)
+                    .map(|k| (f64::from(x_hat[t * inp + k]) * f64::from(w[r * inp + k])).abs())
+                    .sum();
+                let (g, e) = (got[t * out + r], want[t * out + r]);
+                let tol = FAST_PATH_REL_TOLERANCE * abs_sum + 1e-30;
+                assert!(
+                    (f64::from(g) - f64::from(e)).abs() <= tol,
+                    "{format:?} {level} t={t} r={r} shape [{tokens}x{inp}]·[{out}x{inp}]ᵀ: \
+                     fast {g} vs reference {e} (Σ|x̂ŵ| = {abs_sum})"
+                );
+            }
+        }
+    }
+}
+
+fn shapes() -> impl Strategy<Value = (usize, usize, usize, u64)> {
+    (1usize..=20, 1usize..=300, 1usize..=64, any::<u64>())
+        .prop_map(|(tokens, out, blocks, seed)| (tokens, out, 16 * blocks, seed))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn f32_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::F32, tokens, out, inp, seed);
+    }
+
+    #[test]
+    fn bf16_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::Bf16, tokens, out, inp, seed);
+    }
+
+    #[test]
+    fn fp8_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::Fp8, tokens, out, inp, seed);
+    }
+
+    #[test]
+    fn nvfp4_w4a16_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::Nvfp4, tokens, out, inp, seed);
+    }
+
+    #[test]
+    fn nvfp4_w4a4_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::Nvfp4W4a4, tokens, out, inp, seed);
+    }
+
+    /// Unaligned input lengths for the non-NVFP4 formats (any `in`, SIMD tails).
+    #[test]
+    fn odd_input_lengths_match(tokens in 1usize..6, out in 1usize..40, inp in 1usize..200,
+                               seed in any::<u64>()) {
+        for format in [Format::F32, Format::Bf16, Format::Fp8] {
+            check_case(format, tokens, out, inp, seed);
+        }
+    }
+}
+
+#[test]
+fn decode_shapes_spot_check() {
+    // One real decode-like shape per NVFP4 mode (segments and a full SIMD chunk count).
+    check_case(Format::Nvfp4, 1, 64, 5120, 7);
+    check_case(Format::Nvfp4W4a4, 3, 48, 4096 + 16, 8);
+}
+
+#[test]
+fn w4a4_activation_matches_modelopt_vector() {
+    #[derive(serde::Deserialize)]
+    struct Case {
+        input_f32_hex: Vec<String>,
+        input_scale_hex: String,
+        packed_uint8: Vec<u8>,
+        block_scale_e4m3_u8: Vec<u8>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Vectors {
+        nvfp4_activation_case: Case,
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/nvfp4-vectors.json");
+    let v: Vectors = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let c = v.nvfp4_activation_case;
+    let hex = |s: &str| f32::from_bits(u32::from_str_radix(&s[2..], 16).unwrap());
+    let x: Vec<f32> = c.input_f32_hex.iter().map(|s| hex(s)).collect();
+    let input_scale = hex(&c.input_scale_hex);
+    let mut codes = vec![0u8; x.len() / 2];
+    let mut scales = vec![0u8; x.len() / 16];
+    quantize_activation_row(&x, input_scale, &mut codes, &mut scales).unwrap();
+    assert_eq!(scales, c.block_scale_e4m3_u8);
+    assert_eq!(codes, c.packed_uint8);
+    let t = quantize_activations(1, x.len(), &x, input_scale).unwrap();
+    assert_eq!(t.codes(), &c.packed_uint8[..]);
+    assert_eq!(t.global_scale(), input_scale);
+}
+
+#[test]
+fn bad_inputs_are_typed_errors_not_panics() {
+    let t = Nvfp4Tensor::from_parts(4, 32, vec![0x11; 64], vec![0x38; 8], 1.0).unwrap();
+    let lin = Linear::new(4, 32, LinearWeight::Nvfp4(t)).unwrap();
+    let mut y = vec![0.0f32; 8];
+    for level in SimdLevel::ALL {
+        let r = lin.forward_with_level(level, &[0.0; 63], 2, &mut y);
+        assert!(
+            matches!(r, Err(QuantError::LengthMismatch { .. })),
+            "{level}"
+        );
+    }
+    assert!(matches!(
+        lin.forward(&[0.0; 64], 2, &mut y[..7]),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        lin.forward_reference(&[0.0; 64], 2, &mut y[..7]),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        lin.forward(&[0.0; 32], usize::MAX, &mut y),
+        Err(QuantError::LengthMismatch { .. })
+    ));
+    for bad in [
+        0.0f32,
+        -1.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::MIN_POSITIVE / 8.0,
+    ] {
+        let r = lin
+            .clone()
+            .with_activation_quant(ActivationQuant::Nvfp4 { input_scale: bad });
+        assert!(matches!(r, Err(QuantError::InvalidScale { .. })), "{bad}");
+    }
+    // W4A4 needs NVFP4 weights.
+    let f = Linear::new(2, 16, LinearWeight::F32(vec![0.0; 32])).unwrap();
+    let r = f.with_activation_quant(ActivationQuant::Nvfp4 { input_scale: 1.0 });
+    assert!(matches!(r, Err(QuantError::Unsupported(_))));
+    // Non-finite activations cannot be quantized to NVFP4.
+    let w4a4 = lin
+        .with_activation_quant(ActivationQuant::Nvfp4 { input_scale: 1.0 })
+        .unwrap();
+    let mut x = vec![0.5f32; 32];
+    x[5] = f32::INFINITY;
+    let r = w4a4.forward(&x, 1, &mut y[..4]);
+    assert!(matches!(r, Err(QuantError::NonFinite { index: 5, .. })));
+    let r = w4a4.forward_reference(&x, 1, &mut y[..4]);
+    assert!(matches!(r, Err(QuantError::NonFinite { index: 5, .. })));
+    // Shape mismatches at construction.
+    let t = Nvfp4Tensor::from_parts(4, 32, vec![0x11; 64], vec![0x38; 8], 1.0).unwrap();
+    assert!(matches!(
+        Linear::new(4, 48, LinearWeight::Nvfp4(t)),
+        Err(QuantError::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        Linear::new(usize::MAX, 2, LinearWeight::F32(vec![])),
+        Err(QuantError::ShapeMismatch { .. })
+    ));
+}
+
+#[test]
+fn fast_path_uses_simd_on_this_machine() {
+    let level = simd_level();
+    eprintln!("fast path SIMD level: {level}");
+    assert!(level.is_available());
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx512 = ["avx512f", "avx512bw", "avx512vl", "avx512vnni"];
+        let has512 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni");
+        let has2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        let want = if has512 && has2 {
+            SimdLevel::Avx512
+        } else if has2 {
+            SimdLevel::Avx2
+        } else {
+            SimdLevel::Portable
+        };
+        assert_eq!(level, want, "features {avx512:?}: {has512}");
+        assert!(!SimdLevel::Neon.is_available());
+    }
+    #[cfg(target_arch = "aarch64")]
+    assert_eq!(level, SimdLevel::Neon);
+    assert!(SimdLevel::Portable.is_available());
+}
