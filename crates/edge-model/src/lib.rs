@@ -9,7 +9,18 @@
 pub mod checkpoint;
 pub mod config;
 mod error;
+pub mod layers;
+pub mod manifest;
+mod model;
+pub mod mtp;
+pub mod state;
+pub mod synthetic;
+mod weights;
 
 pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};
 pub use error::{ModelError, Result};
+pub use model::{DecoderLayer, ForwardOutput, Logits, Mixer, Qwen35Model};
+pub use mtp::{MtpHead, MtpOutput};
+pub use state::{AttentionState, GdnState, LayerState, SequenceState};
+pub use weights::{ActivationMode, Embedding};

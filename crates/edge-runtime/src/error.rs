@@ -5,6 +5,12 @@ pub enum RuntimeError {
     /// A request parameter out of range or malformed.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The tokenizer could not be loaded or failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// An error from the model.
+    #[error(transparent)]
+    Model(#[from] edge_model::ModelError),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),

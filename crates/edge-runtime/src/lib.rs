@@ -7,6 +7,10 @@
 mod error;
 
 pub use error::{Result, RuntimeError};
+pub mod generate;
 pub mod sampling;
+pub mod tokenizer;
 
+pub use generate::{GenerateOutput, GenerateRequest, StopReason, generate};
 pub use sampling::{Sampler, SamplingParams, argmax};
+pub use tokenizer::Tokenizer;

@@ -1,0 +1,24 @@
+/// Everything a command can fail with, each with a message for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad flags or flag values.
+    #[error("{0}")]
+    Usage(String),
+    /// From the model crate.
+    #[error(transparent)]
+    Model(#[from] edge_model::ModelError),
+    /// From the runtime crate.
+    #[error(transparent)]
+    Runtime(#[from] edge_runtime::RuntimeError),
+    /// From the quantization crate.
+    #[error(transparent)]
+    Quant(#[from] edge_quant::QuantError),
+    /// Writing an output file failed.
+    #[error("cannot write {path}: {reason}")]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+}

@@ -1,0 +1,96 @@
+//! `edge-llm generate`.
+
+use super::{parse_ids, write_logits};
+use crate::cli_error::CliError;
+use clap::Args;
+use edge_model::{ActivationMode, Qwen35Model};
+use edge_runtime::{GenerateRequest, SamplingParams, Tokenizer, generate};
+use std::path::PathBuf;
+
+/// Flags of `generate`.
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Model directory (config.json, safetensors, tokenizer.json).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Prompt text (needs tokenizer.json in the model directory).
+    #[arg(long, conflicts_with = "prompt_ids")]
+    pub prompt: Option<String>,
+    /// Prompt as comma-separated token ids.
+    #[arg(long)]
+    pub prompt_ids: Option<String>,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 64)]
+    pub max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Random seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Activation quantization for NVFP4 layers: none (W4A16) or nvfp4 (W4A4 emulation).
+    #[arg(long, default_value = "none")]
+    pub act_quant: ActivationMode,
+    /// Write the logits of each generated token to this safetensors file.
+    #[arg(long)]
+    pub logits_out: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `generate`.
+pub fn run(a: GenerateArgs) -> Result<(), CliError> {
+    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let tokenizer_path = a.model.join("tokenizer.json");
+    let tokenizer = tokenizer_path
+        .exists()
+        .then(|| Tokenizer::from_file(&tokenizer_path))
+        .transpose()?;
+    let prompt = match (&a.prompt, &a.prompt_ids) {
+        (_, Some(ids)) => parse_ids(ids)?,
+        (Some(text), None) => tokenizer
+            .as_ref()
+            .ok_or_else(|| CliError::Usage(format!("--prompt needs {}", tokenizer_path.display())))?
+            .encode(text)?,
+        (None, None) => return Err(CliError::Usage("give --prompt or --prompt-ids".into())),
+    };
+    let req = GenerateRequest {
+        prompt,
+        max_new_tokens: a.max_new_tokens,
+        sampling: SamplingParams {
+            temperature: a.temperature,
+            seed: a.seed,
+            ..SamplingParams::default()
+        },
+        stop_tokens: model.config().eos_token_ids.clone(),
+        record_logits: a.logits_out.is_some(),
+    };
+    let out = generate(&model, &req)?;
+    if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
+        write_logits(path, logits, out.tokens.len(), model.config().vocab_size)?;
+    }
+    let text = match &tokenizer {
+        Some(t) => t.decode(&out.tokens)?,
+        None => String::new(),
+    };
+    if a.json {
+        let v = serde_json::json!({
+            "tokens": out.tokens,
+            "text": text,
+            "prompt_tokens": req.prompt.len(),
+            "generated_tokens": out.tokens.len(),
+            "prefill_ms": out.prefill_ms,
+            "decode_ms": out.decode_ms,
+            "decode_tokens_per_s": out.decode_tokens_per_s(),
+            "stop_reason": format!("{:?}", out.stop).to_lowercase(),
+        });
+        println!("{v}");
+    } else if tokenizer.is_some() {
+        println!("{text}");
+    } else {
+        let ids: Vec<String> = out.tokens.iter().map(|t| t.to_string()).collect();
+        println!("{}", ids.join(","));
+    }
+    Ok(())
+}

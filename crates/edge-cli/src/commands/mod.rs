@@ -1,0 +1,35 @@
+//! One module per subcommand, plus shared helpers.
+
+pub mod generate;
+pub mod inspect;
+pub mod score;
+
+use crate::cli_error::CliError;
+use std::path::Path;
+
+/// Parses `--prompt-ids 1,2,3`.
+pub fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .map_err(|_| CliError::Usage(format!("`{s}` in --prompt-ids is not a token id")))
+        })
+        .collect()
+}
+
+/// Writes `[rows, cols]` f32 logits as the safetensors tensor `logits`.
+pub fn write_logits(path: &Path, logits: &[f32], rows: usize, cols: usize) -> Result<(), CliError> {
+    let bytes: Vec<u8> = logits.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, cols], &bytes)
+            .map_err(|e| CliError::Write {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+    safetensors::serialize_to_file([("logits", view)], None, path).map_err(|e| CliError::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}

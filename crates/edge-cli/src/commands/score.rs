@@ -1,0 +1,38 @@
+//! `edge-llm score`: teacher-forced logits for every prompt position.
+
+use super::{parse_ids, write_logits};
+use crate::cli_error::CliError;
+use clap::Args;
+use edge_model::{ActivationMode, Logits, Qwen35Model};
+use std::path::PathBuf;
+
+/// Flags of `score`.
+#[derive(Args, Debug)]
+pub struct ScoreArgs {
+    /// Model directory.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Token ids, comma-separated.
+    #[arg(long)]
+    pub prompt_ids: String,
+    /// Output safetensors file with tensor `logits` `[T, vocab]`.
+    #[arg(long)]
+    pub logits_out: PathBuf,
+    /// Activation quantization for NVFP4 layers.
+    #[arg(long, default_value = "none")]
+    pub act_quant: ActivationMode,
+}
+
+/// Runs `score`.
+pub fn run(a: ScoreArgs) -> Result<(), CliError> {
+    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let ids = parse_ids(&a.prompt_ids)?;
+    let mut state = model.new_state();
+    let out = model.forward(&ids, &mut state, Logits::All)?;
+    write_logits(
+        &a.logits_out,
+        &out.logits,
+        ids.len(),
+        model.config().vocab_size,
+    )
+}

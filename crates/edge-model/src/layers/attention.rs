@@ -1,0 +1,111 @@
+//! Gated full attention (spec §5): interleaved query/gate projection, per-head
+//! zero-centred q/k norms, partial RoPE, GQA causal softmax, sigmoid output gate.
+
+use super::norm::{rms_norm_zero_centred, sigmoid};
+use super::rope::Rope;
+use crate::Result;
+use crate::state::AttentionState;
+use edge_quant::linear::Linear;
+use rayon::prelude::*;
+
+/// One gated full-attention mixer.
+#[derive(Debug)]
+pub struct GatedAttention {
+    /// `[heads · 2 · head_dim, hidden]`, query and gate interleaved per head.
+    pub q_proj: Linear,
+    /// `[kv_heads · head_dim, hidden]`.
+    pub k_proj: Linear,
+    /// `[kv_heads · head_dim, hidden]`.
+    pub v_proj: Linear,
+    /// `[hidden, heads · head_dim]`.
+    pub o_proj: Linear,
+    /// Per-head query norm weight `[head_dim]` (zero-centred).
+    pub q_norm: Vec<f32>,
+    /// Per-head key norm weight `[head_dim]` (zero-centred).
+    pub k_norm: Vec<f32>,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads.
+    pub kv_heads: usize,
+    /// Head width.
+    pub head_dim: usize,
+    /// Norm epsilon.
+    pub eps: f32,
+    /// Rotary embedding.
+    pub rope: Rope,
+}
+
+impl GatedAttention {
+    /// Runs `tokens` rows of `x` starting at absolute position `state.len()`, appending
+    /// their keys and values to `state`, and writes `[tokens, hidden]` to `out`.
+    pub fn forward(
+        &self,
+        x: &[f32],
+        tokens: usize,
+        state: &mut AttentionState,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (h, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let pos0 = state.len();
+        let mut qg = vec![0.0; tokens * h * 2 * d];
+        let mut k = vec![0.0; tokens * hkv * d];
+        let mut v = vec![0.0; tokens * hkv * d];
+        self.q_proj.forward(x, tokens, &mut qg)?;
+        self.k_proj.forward(x, tokens, &mut k)?;
+        self.v_proj.forward(x, tokens, &mut v)?;
+
+        // Split interleaved [q | gate] per head; normalise and rotate q and k.
+        let mut q = vec![0.0; tokens * h * d];
+        let mut gate = vec![0.0; tokens * h * d];
+        for t in 0..tokens {
+            for head in 0..h {
+                let src = &qg[(t * h + head) * 2 * d..][..2 * d];
+                q[(t * h + head) * d..][..d].copy_from_slice(&src[..d]);
+                gate[(t * h + head) * d..][..d].copy_from_slice(&src[d..]);
+            }
+            let qt = &mut q[t * h * d..][..h * d];
+            rms_norm_zero_centred(qt, &self.q_norm, self.eps);
+            self.rope.apply(qt, d, pos0 + t);
+            let kt = &mut k[t * hkv * d..][..hkv * d];
+            rms_norm_zero_centred(kt, &self.k_norm, self.eps);
+            self.rope.apply(kt, d, pos0 + t);
+        }
+        state.append(&k, &v);
+
+        let mut attn = vec![0.0; tokens * h * d];
+        let scale = 1.0 / (d as f32).sqrt();
+        let group = h / hkv;
+        let (keys, values) = (state.keys(), state.values());
+        attn.par_chunks_mut(d).enumerate().for_each(|(i, o)| {
+            let (t, head) = (i / h, i % h);
+            let kvh = head / group;
+            let qv = &q[i * d..][..d];
+            let visible = pos0 + t + 1;
+            let mut scores: Vec<f32> = (0..visible)
+                .map(|s| {
+                    let kv = &keys[(s * hkv + kvh) * d..][..d];
+                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() * scale
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for s in scores.iter_mut() {
+                *s = (*s - max).exp();
+                sum += *s;
+            }
+            o.fill(0.0);
+            for (s, p) in scores.iter().enumerate() {
+                let w = p / sum;
+                let vv = &values[(s * hkv + kvh) * d..][..d];
+                for (oi, vi) in o.iter_mut().zip(vv) {
+                    *oi += w * vi;
+                }
+            }
+        });
+        for (a, g) in attn.iter_mut().zip(&gate) {
+            *a *= sigmoid(*g);
+        }
+        self.o_proj.forward(&attn, tokens, out)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,253 @@
+//! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
+//! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
+
+/// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
+/// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
+pub struct HeadInputs<'a> {
+    /// Queries.
+    pub q: &'a [f32],
+    /// Keys.
+    pub k: &'a [f32],
+    /// Values.
+    pub v: &'a [f32],
+    /// Write strengths β ∈ (0, 1).
+    pub beta: &'a [f32],
+    /// Log decays g ≤ 0.
+    pub g: &'a [f32],
+    /// Key width.
+    pub dk: usize,
+    /// Value width.
+    pub dv: usize,
+}
+
+/// Token-by-token recurrence; updates `state` and writes `[len, dv]` to `out`.
+pub fn recurrent(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
+    let (dk, dv) = (inp.dk, inp.dv);
+    let mut mem = vec![0.0f32; dv];
+    for t in 0..inp.beta.len() {
+        let (q, k) = (&inp.q[t * dk..][..dk], &inp.k[t * dk..][..dk]);
+        let v = &inp.v[t * dv..][..dv];
+        let decay = inp.g[t].exp();
+        state.iter_mut().for_each(|s| *s *= decay);
+        mem.fill(0.0);
+        for (i, &ki) in k.iter().enumerate() {
+            axpy(ki, &state[i * dv..][..dv], &mut mem);
+        }
+        for (m, &vj) in mem.iter_mut().zip(v) {
+            *m = inp.beta[t] * (vj - *m);
+        }
+        for (i, &ki) in k.iter().enumerate() {
+            axpy(ki, &mem, &mut state[i * dv..][..dv]);
+        }
+        let o = &mut out[t * dv..][..dv];
+        o.fill(0.0);
+        for (i, &qi) in q.iter().enumerate() {
+            axpy(qi, &state[i * dv..][..dv], o);
+        }
+    }
+}
+
+/// Chunk length of the chunked algorithm (HF's default).
+pub const CHUNK: usize = 64;
+
+/// The chunked algorithm over chunks of [`CHUNK`] tokens (the last one shorter; HF pads
+/// with zero-β, zero-g tokens, which changes nothing). Same result as [`recurrent`] up
+/// to f32 rounding.
+pub fn chunked(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
+    let len = inp.beta.len();
+    let mut start = 0;
+    let mut scratch = ChunkScratch::new(inp.dk, inp.dv);
+    while start < len {
+        let n = CHUNK.min(len - start);
+        scratch.run(
+            inp,
+            start,
+            n,
+            state,
+            &mut out[start * inp.dv..][..n * inp.dv],
+        );
+        start += n;
+    }
+}
+
+struct ChunkScratch {
+    gamma: Vec<f32>,
+    t: Vec<f32>,
+    u: Vec<f32>,
+    w: Vec<f32>,
+    vnew: Vec<f32>,
+    row: Vec<f32>,
+    dk: usize,
+    dv: usize,
+}
+
+impl ChunkScratch {
+    fn new(dk: usize, dv: usize) -> Self {
+        ChunkScratch {
+            gamma: vec![0.0; CHUNK],
+            t: vec![0.0; CHUNK * CHUNK],
+            u: vec![0.0; CHUNK * dv],
+            w: vec![0.0; CHUNK * dk],
+            vnew: vec![0.0; CHUNK * dv],
+            row: vec![0.0; CHUNK],
+            dk,
+            dv,
+        }
+    }
+
+    fn run(
+        &mut self,
+        inp: &HeadInputs,
+        start: usize,
+        n: usize,
+        state: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let (dk, dv) = (self.dk, self.dv);
+        let q = &inp.q[start * dk..][..n * dk];
+        let k = &inp.k[start * dk..][..n * dk];
+        let v = &inp.v[start * dv..][..n * dv];
+        let beta = &inp.beta[start..start + n];
+        let mut acc = 0.0;
+        for (gm, &g) in self.gamma.iter_mut().zip(&inp.g[start..start + n]) {
+            acc += g;
+            *gm = acc;
+        }
+        let gamma = &self.gamma[..n];
+        let decay = |r: usize, s: usize| (gamma[r] - gamma[s]).exp();
+
+        // T = (I + A)^{-1}, A = strict-lower(β_r k_r·k_s D_rs), by forward substitution
+        // exactly as HF builds it: attn[i, :i] = row + row · attn[:i, :i].
+        let t = &mut self.t;
+        for r in 0..n {
+            for s in 0..r {
+                t[r * CHUNK + s] =
+                    -beta[r] * dot(&k[r * dk..][..dk], &k[s * dk..][..dk]) * decay(r, s);
+            }
+        }
+        for i in 1..n {
+            self.row[..i].copy_from_slice(&t[i * CHUNK..][..i]);
+            for s in 0..i {
+                let mut extra = 0.0;
+                for m in s + 1..i {
+                    extra += self.row[m] * t[m * CHUNK + s];
+                }
+                t[i * CHUNK + s] = self.row[s] + extra;
+            }
+        }
+        for r in 0..n {
+            t[r * CHUNK + r] = 1.0;
+            for s in r + 1..n {
+                t[r * CHUNK + s] = 0.0;
+            }
+        }
+        // U = T · diag(β) V and W = T · diag(β e^γ) K.
+        for r in 0..n {
+            let (u, w) = (&mut self.u[r * dv..][..dv], &mut self.w[r * dk..][..dk]);
+            u.fill(0.0);
+            w.fill(0.0);
+            for s in 0..=r {
+                let ts = t[r * CHUNK + s] * beta[s];
+                axpy(ts, &v[s * dv..][..dv], u);
+                axpy(ts * gamma[s].exp(), &k[s * dk..][..dk], w);
+            }
+        }
+        // V' = U − W S; O = diag(e^γ) Q S + ((Q Kᵀ) ⊙ D) V'.
+        for r in 0..n {
+            let vn = &mut self.vnew[r * dv..][..dv];
+            vn.copy_from_slice(&self.u[r * dv..][..dv]);
+            for (i, &wi) in self.w[r * dk..][..dk].iter().enumerate() {
+                axpy(-wi, &state[i * dv..][..dv], vn);
+            }
+        }
+        for r in 0..n {
+            let o = &mut out[r * dv..][..dv];
+            o.fill(0.0);
+            let eg = gamma[r].exp();
+            for (i, &qi) in q[r * dk..][..dk].iter().enumerate() {
+                axpy(qi * eg, &state[i * dv..][..dv], o);
+            }
+            for s in 0..=r {
+                let a = dot(&q[r * dk..][..dk], &k[s * dk..][..dk]) * decay(r, s);
+                axpy(a, &self.vnew[s * dv..][..dv], o);
+            }
+        }
+        // S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V'.
+        let last = gamma[n - 1];
+        let el = last.exp();
+        state.iter_mut().for_each(|x| *x *= el);
+        for s in 0..n {
+            let f = (last - gamma[s]).exp();
+            let vn = &self.vnew[s * dv..][..dv];
+            for (i, &ki) in k[s * dk..][..dk].iter().enumerate() {
+                axpy(ki * f, vn, &mut state[i * dv..][..dv]);
+            }
+        }
+    }
+}
+
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[inline]
+fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
+    for (yi, xi) in y.iter_mut().zip(x) {
+        *yi += alpha * xi;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    fn normalised(rows: usize, d: usize, seed: &mut u64, scale: f32) -> Vec<f32> {
+        let mut x: Vec<f32> = (0..rows * d).map(|_| lcg(seed)).collect();
+        for r in x.chunks_mut(d) {
+            crate::layers::norm::l2_norm(r);
+            r.iter_mut().for_each(|v| *v *= scale);
+        }
+        x
+    }
+
+    #[test]
+    fn chunked_matches_recurrent_across_chunks() {
+        let (len, dk, dv) = (150, 8, 6);
+        let mut seed = 7;
+        let q = normalised(len, dk, &mut seed, 1.0 / (dk as f32).sqrt());
+        let k = normalised(len, dk, &mut seed, 1.0);
+        let v: Vec<f32> = (0..len * dv).map(|_| lcg(&mut seed) * 4.0).collect();
+        let beta: Vec<f32> = (0..len).map(|_| lcg(&mut seed) + 0.5).collect();
+        let g: Vec<f32> = (0..len).map(|_| -(lcg(&mut seed) + 0.5) * 0.3).collect();
+        let inp = HeadInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            beta: &beta,
+            g: &g,
+            dk,
+            dv,
+        };
+        let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed)).collect();
+        let (mut s1, mut s2) = (init.clone(), init);
+        let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);
+        recurrent(&inp, &mut s1, &mut o1);
+        chunked(&inp, &mut s2, &mut o2);
+        let max = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f32::max)
+        };
+        assert!(max(&o1, &o2) < 1e-4, "outputs differ by {}", max(&o1, &o2));
+        assert!(max(&s1, &s2) < 1e-4, "states differ by {}", max(&s1, &s2));
+    }
+}

@@ -1,0 +1,32 @@
+//! SwiGLU MLP: `down(silu(gate(x)) ⊙ up(x))`.
+
+use super::norm::silu;
+use crate::Result;
+use edge_quant::linear::Linear;
+
+/// The dense MLP of every layer (and of the MTP block).
+#[derive(Debug)]
+pub struct Mlp {
+    /// Gate projection `[intermediate, hidden]`.
+    pub gate: Linear,
+    /// Up projection `[intermediate, hidden]`.
+    pub up: Linear,
+    /// Down projection `[hidden, intermediate]`.
+    pub down: Linear,
+}
+
+impl Mlp {
+    /// Applies the MLP to `tokens` rows of `x`, writing `out` (`[tokens, hidden]`).
+    pub fn forward(&self, x: &[f32], tokens: usize, out: &mut [f32]) -> Result<()> {
+        let inter = self.gate.out_features();
+        let mut g = vec![0.0; tokens * inter];
+        let mut u = vec![0.0; tokens * inter];
+        self.gate.forward(x, tokens, &mut g)?;
+        self.up.forward(x, tokens, &mut u)?;
+        for (gv, uv) in g.iter_mut().zip(&u) {
+            *gv = silu(*gv) * uv;
+        }
+        self.down.forward(&g, tokens, out)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,7 @@
+//! The model's layers, each a plain struct of weights with a `forward` over f32 rows.
+
+pub mod attention;
+pub mod gdn;
+pub mod mlp;
+pub mod norm;
+pub mod rope;

@@ -1,0 +1,90 @@
+//! RMSNorm variants (spec §3): zero-centred, gated, and the GDN L2 norm.
+
+/// Zero-centred RMSNorm over each `w.len()`-wide row of `x`, in place:
+/// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
+pub fn rms_norm_zero_centred(x: &mut [f32], w: &[f32], eps: f32) {
+    for row in x.chunks_exact_mut(w.len()) {
+        let inv = inv_rms(row, eps);
+        for (v, &wi) in row.iter_mut().zip(w) {
+            *v *= inv * (1.0 + wi);
+        }
+    }
+}
+
+/// Zero-centred RMSNorm writing into `out` (same shape as `x`).
+pub fn rms_norm_zero_centred_into(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    out.copy_from_slice(x);
+    rms_norm_zero_centred(out, w, eps);
+}
+
+/// The GDN output norm: `(o · rsqrt(mean(o²) + eps) · w) ⊙ silu(z)` per `w.len()`-wide
+/// head, with the **plain** weight (no +1). Writes into `o`.
+pub fn gated_rms_norm(o: &mut [f32], z: &[f32], w: &[f32], eps: f32) {
+    for (row, zrow) in o.chunks_exact_mut(w.len()).zip(z.chunks_exact(w.len())) {
+        let inv = inv_rms(row, eps);
+        for ((v, &wi), &zi) in row.iter_mut().zip(w).zip(zrow) {
+            *v = *v * inv * wi * silu(zi);
+        }
+    }
+}
+
+/// L2 normalisation with the GDN kernel's fixed epsilon inside the square root of the
+/// sum: `x · rsqrt(Σx² + 1e-6)`.
+pub fn l2_norm(x: &mut [f32]) {
+    let sum: f32 = x.iter().map(|v| v * v).sum();
+    let inv = 1.0 / (sum + 1e-6).sqrt();
+    x.iter_mut().for_each(|v| *v *= inv);
+}
+
+fn inv_rms(row: &[f32], eps: f32) -> f32 {
+    let mean = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    1.0 / (mean + eps).sqrt()
+}
+
+/// `x · sigmoid(x)`.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// The logistic function.
+#[inline]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// PyTorch's default softplus (β = 1, threshold 20).
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 20.0 { x } else { x.exp().ln_1p() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_centred_uses_one_plus_w() {
+        let mut x = vec![3.0, 4.0];
+        rms_norm_zero_centred(&mut x, &[0.0, 1.0], 0.0);
+        let r = (12.5f32).sqrt();
+        assert!((x[0] - 3.0 / r).abs() < 1e-6 && (x[1] - 8.0 / r).abs() < 1e-6);
+    }
+
+    #[test]
+    fn gated_norm_uses_plain_w_and_silu() {
+        let mut o = vec![1.0, -1.0];
+        gated_rms_norm(&mut o, &[0.0, 2.0], &[2.0, 1.0], 0.0);
+        assert_eq!(o[0], 0.0); // silu(0) = 0
+        assert!((o[1] - (-1.0 * silu(2.0))).abs() < 1e-6);
+    }
+
+    #[test]
+    fn l2_and_softplus() {
+        let mut v = vec![3.0, 4.0];
+        l2_norm(&mut v);
+        assert!((v[0] - 0.6).abs() < 1e-6);
+        assert_eq!(softplus(30.0), 30.0);
+        assert!((softplus(0.0) - 2f32.ln()).abs() < 1e-7);
+    }
+}

@@ -1,0 +1,356 @@
+//! The Qwen3.5/3.6 text model: embedding, hybrid decoder stack, final norm, lm_head.
+
+use crate::checkpoint::Checkpoint;
+use crate::config::{LayerType, Qwen35Config};
+use crate::layers::attention::GatedAttention;
+use crate::layers::gdn::GatedDeltaNet;
+use crate::layers::mlp::Mlp;
+use crate::layers::norm::rms_norm_zero_centred_into;
+use crate::layers::rope::Rope;
+use crate::mtp::{MtpHead, MtpOutput};
+use crate::state::{LayerState, SequenceState};
+use crate::weights::{ActivationMode, Embedding, WeightReader};
+use crate::{ModelError, Result};
+use edge_quant::linear::Linear;
+use std::path::Path;
+
+/// A layer's token mixer.
+#[derive(Debug)]
+pub enum Mixer {
+    /// Gated DeltaNet.
+    Gdn(Box<GatedDeltaNet>),
+    /// Gated full attention.
+    Attention(Box<GatedAttention>),
+}
+
+/// One pre-norm decoder block.
+#[derive(Debug)]
+pub struct DecoderLayer {
+    /// `input_layernorm` (zero-centred).
+    pub input_norm: Vec<f32>,
+    /// `post_attention_layernorm` (zero-centred).
+    pub post_norm: Vec<f32>,
+    /// The mixer.
+    pub mixer: Mixer,
+    /// The MLP.
+    pub mlp: Mlp,
+}
+
+impl DecoderLayer {
+    /// Applies the block to `tokens` rows of the residual stream `x`, in place.
+    pub fn forward(
+        &self,
+        x: &mut [f32],
+        tokens: usize,
+        state: &mut LayerState,
+        eps: f32,
+    ) -> Result<()> {
+        let mut normed = vec![0.0; x.len()];
+        let mut delta = vec![0.0; x.len()];
+        rms_norm_zero_centred_into(x, &self.input_norm, eps, &mut normed);
+        match (&self.mixer, state) {
+            (Mixer::Gdn(m), LayerState::Gdn(s)) => m.forward(&normed, tokens, s, &mut delta)?,
+            (Mixer::Attention(m), LayerState::Attention(s)) => {
+                m.forward(&normed, tokens, s, &mut delta)?
+            }
+            _ => {
+                return Err(ModelError::InvalidInput(
+                    "sequence state does not match the model's layer pattern".into(),
+                ));
+            }
+        }
+        x.iter_mut().zip(&delta).for_each(|(a, b)| *a += b);
+        rms_norm_zero_centred_into(x, &self.post_norm, eps, &mut normed);
+        self.mlp.forward(&normed, tokens, &mut delta)?;
+        x.iter_mut().zip(&delta).for_each(|(a, b)| *a += b);
+        Ok(())
+    }
+}
+
+/// Which rows of logits a forward pass computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last token's (generation).
+    Last,
+    /// Every token's (scoring, speculative verification).
+    All,
+}
+
+/// What a forward pass returns.
+#[derive(Clone, Debug)]
+pub struct ForwardOutput {
+    /// `[rows, vocab]` logits (rows = 1 or the token count, per [`Logits`]).
+    pub logits: Vec<f32>,
+    /// `[tokens, hidden]` final-normed hidden states (the MTP head's input).
+    pub hidden: Vec<f32>,
+}
+
+/// The loaded model.
+#[derive(Debug)]
+pub struct Qwen35Model {
+    config: Qwen35Config,
+    embed: Embedding,
+    layers: Vec<DecoderLayer>,
+    norm: Vec<f32>,
+    lm_head: Linear,
+    mtp: Option<MtpHead>,
+}
+
+impl Qwen35Model {
+    /// Loads `config.json` and the checkpoint from a model directory.
+    pub fn load(dir: &Path, activations: ActivationMode) -> Result<Self> {
+        let config = Qwen35Config::from_dir(dir)?;
+        let ckpt = Checkpoint::open(dir)?;
+        Self::from_checkpoint(config, &ckpt, activations)
+    }
+
+    /// Builds the model from an opened checkpoint.
+    pub fn from_checkpoint(
+        config: Qwen35Config,
+        ckpt: &Checkpoint,
+        activations: ActivationMode,
+    ) -> Result<Self> {
+        let r = WeightReader { ckpt, activations };
+        let h = config.hidden_size;
+        let embed = Embedding::new(
+            ckpt.require("model.embed_tokens.weight")?,
+            config.vocab_size,
+            h,
+        )?;
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| load_layer(&r, &config, i))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = r.vector("model.norm.weight", h)?;
+        let lm_head = if config.tie_word_embeddings && !ckpt.contains("lm_head.weight") {
+            embed.as_linear()?
+        } else {
+            r.linear("lm_head", config.vocab_size, h)?
+        };
+        // The MTP head is optional: checkpoints with it stripped still load.
+        let mtp = if config.mtp_num_hidden_layers > 0 && ckpt.contains("mtp.fc.weight") {
+            Some(MtpHead::load(&r, &config)?)
+        } else {
+            None
+        };
+        Ok(Qwen35Model {
+            config,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            mtp,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Qwen35Config {
+        &self.config
+    }
+
+    /// The decoder layers.
+    pub fn layers(&self) -> &[DecoderLayer] {
+        &self.layers
+    }
+
+    /// The output projection.
+    pub fn lm_head(&self) -> &Linear {
+        &self.lm_head
+    }
+
+    /// The embedding table.
+    pub fn embedding(&self) -> &Embedding {
+        &self.embed
+    }
+
+    /// The MTP head, when the checkpoint has one.
+    pub fn mtp(&self) -> Option<&MtpHead> {
+        self.mtp.as_ref()
+    }
+
+    /// Runs the MTP head (see [`MtpHead::forward`]) with this model's embedding and
+    /// `lm_head`.
+    pub fn mtp_forward(
+        &self,
+        next_tokens: &[u32],
+        hidden: &[f32],
+        state: &mut LayerState,
+        logits: Logits,
+    ) -> Result<MtpOutput> {
+        let head = self.mtp.as_ref().ok_or_else(|| {
+            ModelError::InvalidInput("this checkpoint has no MTP head (mtp.* tensors)".into())
+        })?;
+        if let Some(&bad) = next_tokens
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
+            return Err(ModelError::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        head.forward(
+            &self.embed,
+            &self.lm_head,
+            next_tokens,
+            hidden,
+            state,
+            logits,
+        )
+    }
+
+    /// A fresh KV cache for the MTP head.
+    pub fn new_mtp_state(&self) -> LayerState {
+        MtpHead::new_state(&self.config)
+    }
+
+    /// A fresh per-sequence state.
+    pub fn new_state(&self) -> SequenceState {
+        SequenceState::new(&self.config)
+    }
+
+    /// Runs `tokens` after what `state` holds, updating it.
+    ///
+    /// Every input error (empty input, an id outside the vocabulary, a sequence past the
+    /// context, a state of another model) is found before any layer runs, so it leaves
+    /// the state untouched. Shapes are fixed at load time, so no later step can fail on
+    /// user input; the state is not snapshotted per call, which would copy the whole KV
+    /// cache on every decode step.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        state: &mut SequenceState,
+        logits: Logits,
+    ) -> Result<ForwardOutput> {
+        self.validate(tokens, state)?;
+        let h = self.config.hidden_size;
+        let t = tokens.len();
+        let mut x = vec![0.0; t * h];
+        for (row, &tok) in x.chunks_exact_mut(h).zip(tokens) {
+            self.embed.lookup(tok, row)?;
+        }
+        for (layer, layer_state) in self.layers.iter().zip(state.layers.iter_mut()) {
+            layer.forward(&mut x, t, layer_state, self.config.rms_norm_eps)?;
+        }
+        let mut normed = vec![0.0; t * h];
+        rms_norm_zero_centred_into(&x, &self.norm, self.config.rms_norm_eps, &mut normed);
+        let (rows, input) = match logits {
+            Logits::Last => (1, &normed[(t - 1) * h..]),
+            Logits::All => (t, &normed[..]),
+        };
+        let mut out = vec![0.0; rows * self.config.vocab_size];
+        self.lm_head.forward(input, rows, &mut out)?;
+        state.position += t;
+        Ok(ForwardOutput {
+            logits: out,
+            hidden: normed,
+        })
+    }
+
+    fn validate(&self, tokens: &[u32], state: &SequenceState) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(ModelError::InvalidInput("no tokens to run".into()));
+        }
+        if let Some(&bad) = tokens
+            .iter()
+            .find(|&&t| t as usize >= self.config.vocab_size)
+        {
+            return Err(ModelError::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        let end = state.position + tokens.len();
+        if end > self.config.max_position_embeddings {
+            return Err(ModelError::InvalidInput(format!(
+                "{} tokens after {} cached would reach position {end}, past the context of {}",
+                tokens.len(),
+                state.position,
+                self.config.max_position_embeddings
+            )));
+        }
+        if state.layers.len() != self.layers.len() {
+            return Err(ModelError::InvalidInput(format!(
+                "sequence state has {} layers, the model {}",
+                state.layers.len(),
+                self.layers.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn load_layer(r: &WeightReader, c: &Qwen35Config, i: usize) -> Result<DecoderLayer> {
+    let p = format!("model.layers.{i}");
+    let h = c.hidden_size;
+    let mixer = match c.layer_types[i] {
+        LayerType::LinearAttention => {
+            Mixer::Gdn(Box::new(load_gdn(r, c, &format!("{p}.linear_attn"))?))
+        }
+        LayerType::FullAttention => {
+            Mixer::Attention(Box::new(load_attention(r, c, &format!("{p}.self_attn"))?))
+        }
+    };
+    Ok(DecoderLayer {
+        input_norm: r.vector(&format!("{p}.input_layernorm.weight"), h)?,
+        post_norm: r.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+        mixer,
+        mlp: load_mlp(r, c, &format!("{p}.mlp"))?,
+    })
+}
+
+pub(crate) fn load_mlp(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<Mlp> {
+    let (h, f) = (c.hidden_size, c.intermediate_size);
+    Ok(Mlp {
+        gate: r.linear(&format!("{p}.gate_proj"), f, h)?,
+        up: r.linear(&format!("{p}.up_proj"), f, h)?,
+        down: r.linear(&format!("{p}.down_proj"), h, f)?,
+    })
+}
+
+pub(crate) fn load_attention(
+    r: &WeightReader,
+    c: &Qwen35Config,
+    p: &str,
+) -> Result<GatedAttention> {
+    let (h, d) = (c.hidden_size, c.head_dim);
+    let (nq, nkv) = (c.num_attention_heads, c.num_key_value_heads);
+    Ok(GatedAttention {
+        q_proj: r.linear(&format!("{p}.q_proj"), nq * 2 * d, h)?,
+        k_proj: r.linear(&format!("{p}.k_proj"), nkv * d, h)?,
+        v_proj: r.linear(&format!("{p}.v_proj"), nkv * d, h)?,
+        o_proj: r.linear(&format!("{p}.o_proj"), h, nq * d)?,
+        q_norm: r.vector(&format!("{p}.q_norm.weight"), d)?,
+        k_norm: r.vector(&format!("{p}.k_norm.weight"), d)?,
+        heads: nq,
+        kv_heads: nkv,
+        head_dim: d,
+        eps: c.rms_norm_eps,
+        rope: Rope::new(c.rotary_dim(), c.rope_theta),
+    })
+}
+
+fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet> {
+    let h = c.hidden_size;
+    let (hk, hv) = (c.linear_num_key_heads, c.linear_num_value_heads);
+    let (dk, dv) = (c.linear_key_head_dim, c.linear_value_head_dim);
+    let channels = c.linear_conv_channels();
+    let kernel = c.linear_conv_kernel_dim;
+    let a_log = r.vector(&format!("{p}.A_log"), hv)?;
+    Ok(GatedDeltaNet {
+        in_proj_qkv: r.linear(&format!("{p}.in_proj_qkv"), channels, h)?,
+        in_proj_z: r.linear(&format!("{p}.in_proj_z"), hv * dv, h)?,
+        in_proj_b: r.linear(&format!("{p}.in_proj_b"), hv, h)?,
+        in_proj_a: r.linear(&format!("{p}.in_proj_a"), hv, h)?,
+        conv_weight: r.tensor(&format!("{p}.conv1d.weight"), &[channels, 1, kernel])?,
+        neg_a: a_log.iter().map(|a| -a.exp()).collect(),
+        dt_bias: r.vector(&format!("{p}.dt_bias"), hv)?,
+        norm_weight: r.vector(&format!("{p}.norm.weight"), dv)?,
+        out_proj: r.linear(&format!("{p}.out_proj"), h, hv * dv)?,
+        key_heads: hk,
+        value_heads: hv,
+        key_dim: dk,
+        value_dim: dv,
+        kernel,
+        eps: c.rms_norm_eps,
+    })
+}

@@ -1,0 +1,107 @@
+//! Random-weight checkpoints of any Qwen3.5 shape, for tests and benchmarks (e.g. the
+//! ~0.53B benchmark model), written in the plain safetensors layout.
+
+use crate::config::Qwen35Config;
+use crate::manifest::{TensorRole, tensor_manifest};
+use crate::{ModelError, Result};
+use std::path::Path;
+
+/// Element type of a synthetic checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyntheticDType {
+    /// IEEE f32.
+    F32,
+    /// bfloat16.
+    Bf16,
+}
+
+/// The config of the benchmark model named in the project's performance targets:
+/// hidden 1024, 24 layers in the 3:1 pattern, 8 query / 2 KV heads of 256, GDN 16/16
+/// heads of 128, FFN 3584, vocab 32768, tied embeddings (≈0.53B parameters).
+pub fn bench_0p5b_config() -> serde_json::Value {
+    serde_json::json!({
+        "model_type": "qwen3_5_text",
+        "hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 3584,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "full_attention_interval": 4, "vocab_size": 32768, "max_position_embeddings": 65536,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "eos_token_id": 0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}
+    })
+}
+
+/// Writes `config.json` and `model.safetensors` with seeded random weights whose scales
+/// keep activations well-conditioned through many layers.
+pub fn write_random_checkpoint(
+    dir: &Path,
+    config_json: &serde_json::Value,
+    dtype: SyntheticDType,
+    seed: u64,
+) -> Result<()> {
+    let config = Qwen35Config::from_json(config_json, None)?;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ModelError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let config_path = dir.join("config.json");
+    let text = serde_json::to_string_pretty(config_json).unwrap_or_default();
+    std::fs::write(&config_path, text).map_err(io(&config_path))?;
+
+    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for spec in tensor_manifest(&config) {
+        let n: usize = spec.shape.iter().product();
+        let fan_in = *spec.shape.last().unwrap_or(&1) as f32;
+        let mut next = || uniform(&mut rng);
+        let values: Vec<f32> = match spec.role {
+            TensorRole::Linear => {
+                let a = (3.0 / fan_in).sqrt();
+                (0..n).map(|_| next() * a).collect()
+            }
+            TensorRole::Embedding => (0..n).map(|_| next()).collect(),
+            TensorRole::ZeroCentredNorm => (0..n).map(|_| next() * 0.1).collect(),
+            TensorRole::GatedNorm => (0..n).map(|_| 1.0 + next() * 0.1).collect(),
+            TensorRole::Conv => (0..n).map(|_| next() * 0.5).collect(),
+            TensorRole::ALog => (0..n).map(|_| (1.0 + 7.5 * (next() + 1.0)).ln()).collect(),
+            TensorRole::DtBias => (0..n).map(|_| next() * 0.5).collect(),
+        };
+        let bytes = match dtype {
+            SyntheticDType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            SyntheticDType::Bf16 => values
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect(),
+        };
+        tensors.push((spec.name, spec.shape, bytes));
+    }
+    let st_dtype = match dtype {
+        SyntheticDType::F32 => safetensors::Dtype::F32,
+        SyntheticDType::Bf16 => safetensors::Dtype::BF16,
+    };
+    let path = dir.join("model.safetensors");
+    let views = tensors
+        .iter()
+        .map(|(name, shape, bytes)| {
+            safetensors::tensor::TensorView::new(st_dtype, shape.clone(), bytes)
+                .map(|v| (name.clone(), v))
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| ModelError::Checkpoint {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    safetensors::serialize_to_file(views, None, &path).map_err(|e| ModelError::Checkpoint {
+        path: path.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// Uniform in [−1, 1) from a 64-bit xorshift generator.
+fn uniform(state: &mut u64) -> f32 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    ((*state >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+}

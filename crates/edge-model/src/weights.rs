@@ -1,0 +1,170 @@
+//! Building layer weights from checkpoint tensors, deciding each linear's format from
+//! the tensors present (ModelOpt NVFP4: `weight` U8 + `weight_scale` + `weight_scale_2`;
+//! FP8: `weight` F8_E4M3 + `weight_scale`; otherwise F32/BF16/F16).
+
+use crate::checkpoint::{Checkpoint, TensorView};
+use crate::{ModelError, Result};
+use edge_core::DType;
+use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
+use edge_quant::{Fp8Tensor, Nvfp4Tensor};
+
+/// How activations entering NVFP4 linears are treated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ActivationMode {
+    /// f32 activations against dequantized weights (W4A16). The default.
+    #[default]
+    None,
+    /// Quantize activations to NVFP4 with each layer's `input_scale`, emulating a W4A4
+    /// Blackwell kernel.
+    Nvfp4,
+}
+
+impl std::str::FromStr for ActivationMode {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(ActivationMode::None),
+            "nvfp4" => Ok(ActivationMode::Nvfp4),
+            _ => Err(ModelError::InvalidInput(format!(
+                "unknown activation quantization `{s}` (expected none or nvfp4)"
+            ))),
+        }
+    }
+}
+
+/// Reads layer weights out of a checkpoint.
+pub(crate) struct WeightReader<'a> {
+    pub ckpt: &'a Checkpoint,
+    pub activations: ActivationMode,
+}
+
+impl WeightReader<'_> {
+    /// A `[out, inp]` linear at `prefix` (without `.weight`).
+    pub fn linear(&self, prefix: &str, out: usize, inp: usize) -> Result<Linear> {
+        let name = format!("{prefix}.weight");
+        let w = self.ckpt.require(&name)?;
+        let scale_name = format!("{prefix}.weight_scale");
+        if w.dtype == DType::U8 && self.ckpt.contains(&scale_name) {
+            return self.nvfp4(prefix, w, out, inp);
+        }
+        w.expect_shape(&[out, inp])?;
+        let weight = match w.dtype {
+            DType::F8E4M3 => {
+                let scale = self.ckpt.require(&scale_name)?.scalar_f32()?;
+                LinearWeight::Fp8(Fp8Tensor::from_parts(out, inp, w.data.clone(), scale)?)
+            }
+            DType::BF16 => LinearWeight::Bf16(w.data.clone()),
+            DType::F32 | DType::F16 => LinearWeight::F32(w.to_f32()?),
+            other => {
+                return Err(ModelError::TensorDType {
+                    name,
+                    expected: "f32, bf16, f16, f8e4m3, or u8 with NVFP4 scales".into(),
+                    got: other.to_string(),
+                });
+            }
+        };
+        Ok(Linear::new(out, inp, weight)?)
+    }
+
+    fn nvfp4(&self, prefix: &str, w: &TensorView, out: usize, inp: usize) -> Result<Linear> {
+        if inp % 16 != 0 {
+            return Err(ModelError::InvalidInput(format!(
+                "{prefix}: NVFP4 needs in_features divisible by 16, config gives {inp}"
+            )));
+        }
+        w.expect_shape(&[out, inp / 2])?;
+        let scales = self.ckpt.require(&format!("{prefix}.weight_scale"))?;
+        if scales.dtype != DType::F8E4M3 {
+            return Err(ModelError::TensorDType {
+                name: scales.name.clone(),
+                expected: "f8e4m3".into(),
+                got: scales.dtype.to_string(),
+            });
+        }
+        scales.expect_shape(&[out, inp / 16])?;
+        let global = self
+            .ckpt
+            .require(&format!("{prefix}.weight_scale_2"))?
+            .scalar_f32()?;
+        let tensor =
+            Nvfp4Tensor::from_parts(out, inp, w.data.clone(), scales.data.clone(), global)?;
+        let linear = Linear::new(out, inp, LinearWeight::Nvfp4(tensor))?;
+        match self.activations {
+            ActivationMode::None => Ok(linear),
+            ActivationMode::Nvfp4 => {
+                let input_scale = self
+                    .ckpt
+                    .require(&format!("{prefix}.input_scale"))?
+                    .scalar_f32()?;
+                Ok(linear.with_activation_quant(ActivationQuant::Nvfp4 { input_scale })?)
+            }
+        }
+    }
+
+    /// A float vector of exactly `len` elements.
+    pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+        let t = self.ckpt.require(name)?;
+        t.expect_shape(&[len])?;
+        t.to_f32()
+    }
+
+    /// A float tensor of the given shape, flattened.
+    pub fn tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let t = self.ckpt.require(name)?;
+        t.expect_shape(shape)?;
+        t.to_f32()
+    }
+}
+
+/// The token embedding table, kept in its stored dtype (f32/bf16/f16), rows decoded on
+/// lookup.
+#[derive(Clone, Debug)]
+pub struct Embedding {
+    view: TensorView,
+    vocab: usize,
+    hidden: usize,
+}
+
+impl Embedding {
+    pub(crate) fn new(view: &TensorView, vocab: usize, hidden: usize) -> Result<Self> {
+        view.expect_shape(&[vocab, hidden])?;
+        if !matches!(view.dtype, DType::F32 | DType::BF16 | DType::F16) {
+            return Err(ModelError::TensorDType {
+                name: view.name.clone(),
+                expected: "f32, bf16 or f16".into(),
+                got: view.dtype.to_string(),
+            });
+        }
+        Ok(Embedding {
+            view: view.clone(),
+            vocab,
+            hidden,
+        })
+    }
+
+    /// Writes the embedding of `token` into `out` (`hidden` values).
+    pub fn lookup(&self, token: u32, out: &mut [f32]) -> Result<()> {
+        let t = token as usize;
+        if t >= self.vocab {
+            return Err(ModelError::InvalidInput(format!(
+                "token id {token} is outside the vocabulary of {}",
+                self.vocab
+            )));
+        }
+        let width = self.view.dtype.bits() / 8;
+        let bytes = &self.view.data[t * self.hidden * width..][..self.hidden * width];
+        let row = edge_core::decode_to_f32(self.view.dtype, bytes).unwrap_or_default();
+        out.copy_from_slice(&row);
+        Ok(())
+    }
+
+    /// The table as a linear weight (for a tied `lm_head`), sharing the stored bytes.
+    pub fn as_linear(&self) -> Result<Linear> {
+        let weight = match self.view.dtype {
+            DType::BF16 => LinearWeight::Bf16(self.view.data.clone()),
+            _ => LinearWeight::F32(self.view.to_f32()?),
+        };
+        Ok(Linear::new(self.vocab, self.hidden, weight)?)
+    }
+}

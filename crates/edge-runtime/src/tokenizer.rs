@@ -1,0 +1,51 @@
+//! The Hugging Face tokenizer of a model directory (`tokenizer.json`).
+
+use crate::{Result, RuntimeError};
+use std::path::Path;
+
+/// A loaded tokenizer.
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokenizer(vocab {})", self.inner.get_vocab_size(true))
+    }
+}
+
+impl Tokenizer {
+    /// Loads `tokenizer.json` from a file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        tokenizers::Tokenizer::from_file(path)
+            .map(|inner| Tokenizer { inner })
+            .map_err(|e| RuntimeError::Tokenizer(format!("cannot load {}: {e}", path.display())))
+    }
+
+    /// Loads from in-memory JSON.
+    pub fn from_bytes(json: &[u8]) -> Result<Self> {
+        tokenizers::Tokenizer::from_bytes(json)
+            .map(|inner| Tokenizer { inner })
+            .map_err(|e| RuntimeError::Tokenizer(format!("cannot parse tokenizer JSON: {e}")))
+    }
+
+    /// Encodes text (special-token strings in the text are recognised).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        self.inner
+            .encode(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| RuntimeError::Tokenizer(format!("encoding failed: {e}")))
+    }
+
+    /// Decodes ids to text, keeping special tokens visible.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| RuntimeError::Tokenizer(format!("decoding failed: {e}")))
+    }
+
+    /// The id of a token string, if it is in the vocabulary.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+}
