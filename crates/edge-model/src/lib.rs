@@ -9,6 +9,7 @@
 pub mod checkpoint;
 pub mod config;
 mod error;
+pub mod export;
 pub mod layers;
 pub mod manifest;
 mod model;
