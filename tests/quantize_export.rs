@@ -152,3 +152,60 @@ fn fp8_export_round_trips_and_shards() {
         .unwrap();
     std::fs::remove_dir_all(&dst).ok();
 }
+
+#[test]
+fn calibrated_export_matches_modelopt_scales() {
+    let bytes = std::fs::read(fixture("qwen35-tiny-nvfp4").join("expected.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let calib = st.tensor("calib_ids").unwrap();
+    let cols = calib.shape()[1];
+    let ids: Vec<u32> = calib
+        .data()
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
+        .collect();
+    let prompts: Vec<Vec<u32>> = ids.chunks(cols).map(|c| c.to_vec()).collect();
+    let scales =
+        edge_model::export::calibrate(&fixture("qwen35-tiny-nvfp4-src"), &prompts).unwrap();
+    let dst = out_dir("calibrated");
+    let opts = ExportOptions {
+        format: QuantFormat::Nvfp4,
+        calibration: Some(scales),
+        max_shard_bytes: usize::MAX,
+    };
+    quantize_checkpoint(
+        &fixture("qwen35-tiny-nvfp4-src"),
+        &dst,
+        &opts,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let ours = Checkpoint::open(&dst).unwrap();
+    let theirs = Checkpoint::open(&fixture("qwen35-tiny-nvfp4")).unwrap();
+    let mut checked = 0;
+    let mut worst: f32 = 0.0;
+    for t in theirs.tensors() {
+        if [".input_scale", ".k_scale", ".v_scale"]
+            .iter()
+            .any(|s| t.name.ends_with(s))
+        {
+            let want = t.scalar_f32().unwrap();
+            let got = ours.require(&t.name).unwrap().scalar_f32().unwrap();
+            // ModelOpt calibrates with bf16 compute, edge-llm with f32: maxima agree to
+            // within bf16 rounding of the activations.
+            let rel = (got - want).abs() / want;
+            worst = worst.max(rel);
+            assert!(rel < 0.05, "{}: ours {got}, ModelOpt {want}", t.name);
+            checked += 1;
+        }
+    }
+    println!("calibrated scales: worst relative difference to ModelOpt {worst:.4}");
+    assert_eq!(checked, 25 + 2);
+    let hq = std::fs::read_to_string(dst.join("hf_quant_config.json")).unwrap();
+    assert!(hq.contains("\"kv_cache_quant_algo\": \"FP8\""), "{hq}");
+    let model = Qwen35Model::load(&dst, ActivationMode::Nvfp4).unwrap();
+    model
+        .forward(&[1, 2, 3], &mut model.new_state(), Logits::Last)
+        .unwrap();
+    std::fs::remove_dir_all(&dst).ok();
+}

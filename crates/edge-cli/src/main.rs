@@ -27,6 +27,8 @@ enum Command {
     Score(commands::score::ScoreArgs),
     /// Describe a model directory: architecture, tensors, quantization, state sizes.
     Inspect(commands::inspect::InspectArgs),
+    /// Write a ModelOpt-layout NVFP4 or FP8 checkpoint.
+    Quantize(commands::quantize::QuantizeArgs),
 }
 
 fn main() {
@@ -35,6 +37,7 @@ fn main() {
         Command::Generate(a) => commands::generate::run(a),
         Command::Score(a) => commands::score::run(a),
         Command::Inspect(a) => commands::inspect::run(a),
+        Command::Quantize(a) => commands::quantize::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -162,6 +162,46 @@ impl Qwen35Model {
         &self.embed
     }
 
+    /// Every decoder-layer linear with its module name (`model.layers.{i}.…`), for
+    /// calibration.
+    pub fn layer_linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
+        let mut out = Vec::new();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            let p = format!("model.layers.{i}");
+            match &mut layer.mixer {
+                Mixer::Gdn(m) => {
+                    out.push((format!("{p}.linear_attn.in_proj_qkv"), &mut m.in_proj_qkv));
+                    out.push((format!("{p}.linear_attn.in_proj_z"), &mut m.in_proj_z));
+                    out.push((format!("{p}.linear_attn.in_proj_b"), &mut m.in_proj_b));
+                    out.push((format!("{p}.linear_attn.in_proj_a"), &mut m.in_proj_a));
+                    out.push((format!("{p}.linear_attn.out_proj"), &mut m.out_proj));
+                }
+                Mixer::Attention(m) => {
+                    out.push((format!("{p}.self_attn.q_proj"), &mut m.q_proj));
+                    out.push((format!("{p}.self_attn.k_proj"), &mut m.k_proj));
+                    out.push((format!("{p}.self_attn.v_proj"), &mut m.v_proj));
+                    out.push((format!("{p}.self_attn.o_proj"), &mut m.o_proj));
+                }
+            }
+            out.push((format!("{p}.mlp.gate_proj"), &mut layer.mlp.gate));
+            out.push((format!("{p}.mlp.up_proj"), &mut layer.mlp.up));
+            out.push((format!("{p}.mlp.down_proj"), &mut layer.mlp.down));
+        }
+        out
+    }
+
+    /// Every full-attention mixer with its module name (`model.layers.{i}.self_attn`).
+    pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention)> {
+        self.layers
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, l)| match &mut l.mixer {
+                Mixer::Attention(m) => Some((format!("model.layers.{i}.self_attn"), &mut **m)),
+                Mixer::Gdn(_) => None,
+            })
+            .collect()
+    }
+
     /// The MTP head, when the checkpoint has one.
     pub fn mtp(&self) -> Option<&MtpHead> {
         self.mtp.as_ref()
@@ -326,6 +366,7 @@ pub(crate) fn load_attention(
         head_dim: d,
         eps: c.rms_norm_eps,
         rope: Rope::new(c.rotary_dim(), c.rope_theta),
+        kv_observer: None,
     })
 }
 

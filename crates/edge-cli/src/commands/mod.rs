@@ -2,6 +2,7 @@
 
 pub mod generate;
 pub mod inspect;
+pub mod quantize;
 pub mod score;
 
 use crate::cli_error::CliError;
@@ -32,4 +33,23 @@ pub fn write_logits(path: &Path, logits: &[f32], rows: usize, cols: usize) -> Re
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
+}
+
+/// Reads a file of prompts, one line of comma-separated token ids each (blank lines
+/// are skipped).
+pub fn read_id_lines(path: &Path) -> Result<Vec<Vec<u32>>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let lines: Vec<Vec<u32>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(parse_ids)
+        .collect::<Result<_, _>>()?;
+    if lines.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{} holds no prompts",
+            path.display()
+        )));
+    }
+    Ok(lines)
 }

@@ -5,8 +5,10 @@
 //! `quantization_config` block in `config.json`. Weight bytes are identical to what
 //! ModelOpt 0.47 produces for the same weights.
 
+mod calibrate;
 mod plan;
 mod writer;
 
+pub use calibrate::calibrate;
 pub use plan::{FusedGroup, QuantFormat, QuantizePlan};
 pub use writer::{CalibrationScales, ExportOptions, ExportReport, quantize_checkpoint};

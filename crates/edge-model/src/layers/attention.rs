@@ -5,8 +5,9 @@ use super::norm::{rms_norm_zero_centred, sigmoid};
 use super::rope::Rope;
 use crate::Result;
 use crate::state::AttentionState;
-use edge_quant::linear::Linear;
+use edge_quant::linear::{AmaxObserver, Linear};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// One gated full-attention mixer.
 #[derive(Debug)]
@@ -33,6 +34,18 @@ pub struct GatedAttention {
     pub eps: f32,
     /// Rotary embedding.
     pub rope: Rope,
+    /// When set, records the amax of keys (after norm and RoPE) and values
+    /// (calibration of FP8 KV-cache scales).
+    pub kv_observer: Option<KvObserver>,
+}
+
+/// Amax recorders for one attention layer's keys and values.
+#[derive(Clone, Debug, Default)]
+pub struct KvObserver {
+    /// Keys, after norm and RoPE (what the cache stores).
+    pub k: Arc<AmaxObserver>,
+    /// Values.
+    pub v: Arc<AmaxObserver>,
 }
 
 impl GatedAttention {
@@ -69,6 +82,10 @@ impl GatedAttention {
             let kt = &mut k[t * hkv * d..][..hkv * d];
             rms_norm_zero_centred(kt, &self.k_norm, self.eps);
             self.rope.apply(kt, d, pos0 + t);
+        }
+        if let Some(obs) = &self.kv_observer {
+            obs.k.observe(&k);
+            obs.v.observe(&v);
         }
         state.append(&k, &v);
 

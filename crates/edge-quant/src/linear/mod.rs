@@ -33,12 +33,14 @@
 //! the dequantized weight. The only differences are f32 summation order and where the
 //! scales are multiplied in. NaN weights propagate to NaN outputs on both paths.
 
+mod observer;
 mod fast;
 mod reference;
 #[cfg(test)]
 mod tests;
 
 pub use fast::{SimdLevel, simd_level};
+pub use observer::AmaxObserver;
 
 use crate::error::{QuantError, Result, check_len};
 use crate::{Fp8Tensor, Nvfp4Tensor};
@@ -109,6 +111,7 @@ pub struct Linear {
     in_features: usize,
     weight: LinearWeight,
     act: ActivationQuant,
+    observer: Option<std::sync::Arc<AmaxObserver>>,
 }
 
 impl Linear {
@@ -139,6 +142,7 @@ impl Linear {
             in_features,
             weight,
             act: ActivationQuant::None,
+            observer: None,
         })
     }
 
@@ -156,6 +160,12 @@ impl Linear {
         }
         self.act = act;
         Ok(self)
+    }
+
+    /// Records the amax of every input this layer sees into `observer` (calibration);
+    /// `None` stops recording.
+    pub fn set_input_observer(&mut self, observer: Option<std::sync::Arc<AmaxObserver>>) {
+        self.observer = observer;
     }
 
     /// Number of inputs per token.
@@ -202,6 +212,9 @@ impl Linear {
         out: &mut [f32],
     ) -> Result<()> {
         self.check_io(x, tokens, out)?;
+        if let Some(o) = &self.observer {
+            o.observe(x);
+        }
         fast::forward(self, level, x, tokens, out)
     }
 

@@ -1,0 +1,48 @@
+//! Calibration: run prompts through the unquantized model and record, per linear, the
+//! largest input magnitude, and per attention layer the largest key and value.
+
+use super::writer::CalibrationScales;
+use crate::model::{Logits, Qwen35Model};
+use crate::weights::ActivationMode;
+use crate::{ModelError, Result};
+use edge_quant::linear::AmaxObserver;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Runs every prompt (each on a fresh state) through the model in `dir` and returns the
+/// observed maxima.
+pub fn calibrate(dir: &Path, prompts: &[Vec<u32>]) -> Result<CalibrationScales> {
+    if prompts.iter().all(|p| p.is_empty()) {
+        return Err(ModelError::InvalidInput(
+            "calibration needs at least one non-empty prompt".into(),
+        ));
+    }
+    let mut model = Qwen35Model::load(dir, ActivationMode::None)?;
+    let linears: Vec<(String, Arc<AmaxObserver>)> = model
+        .layer_linears_mut()
+        .into_iter()
+        .map(|(name, l)| {
+            let obs = Arc::new(AmaxObserver::new());
+            l.set_input_observer(Some(obs.clone()));
+            (name, obs)
+        })
+        .collect();
+    let kv: Vec<(String, crate::layers::attention::KvObserver)> = model
+        .attention_mut()
+        .into_iter()
+        .map(|(name, a)| {
+            let obs = crate::layers::attention::KvObserver::default();
+            a.kv_observer = Some(obs.clone());
+            (name, obs)
+        })
+        .collect();
+    for prompt in prompts.iter().filter(|p| !p.is_empty()) {
+        let mut state = model.new_state();
+        model.forward(prompt, &mut state, Logits::Last)?;
+    }
+    Ok(CalibrationScales {
+        input_amax: linears.into_iter().map(|(n, o)| (n, o.amax())).collect(),
+        k_amax: kv.iter().map(|(n, o)| (n.clone(), o.k.amax())).collect(),
+        v_amax: kv.into_iter().map(|(n, o)| (n, o.v.amax())).collect(),
+    })
+}
