@@ -9,6 +9,8 @@
 //! Every operation has a CPU reference implementation that is the oracle for the fast
 //! CPU and CUDA paths.
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod error;
 pub mod formats;
 pub mod fp8;

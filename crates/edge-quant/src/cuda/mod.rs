@@ -1,0 +1,78 @@
+//! CUDA kernels for the NVFP4 and FP8 formats (behind the `cuda` feature).
+//!
+//! The kernels live in the workspace's `kernels/` folder as CUDA C++ and are compiled at
+//! run time by NVRTC through [`edge_core::cuda::KernelCache`] (once per architecture,
+//! cached on disk); see [`sources`]. They target sm_80 and newer, Hopper included: every
+//! format conversion is software (bit-exact with [`crate::formats`]), and the NVFP4
+//! products dequantize in registers, so no FP4 tensor core is needed.
+//!
+//! - [`CudaNvfp4Tensor`]: an NVFP4 matrix resident on the GPU (checkpoint layout).
+//! - [`nvfp4_quantize`] (given global scale) / [`nvfp4_quantize_auto`] (scale from the
+//!   data) / [`nvfp4_dequantize`]: byte-identical to
+//!   [`Nvfp4Tensor::quantize_with_global_scale`](crate::Nvfp4Tensor::quantize_with_global_scale),
+//!   [`Nvfp4Tensor::quantize`](crate::Nvfp4Tensor::quantize) and
+//!   [`Nvfp4Tensor::dequantize`](crate::Nvfp4Tensor::dequantize).
+//! - [`nvfp4_linear`] (f32 activations) and [`nvfp4_linear_bf16`]: `y = x · Wᵀ` for a few
+//!   tokens (GEMV for up to 4 per tile, a small-batch GEMM for tiles of 8 or 16).
+//! - [`fp8_quantize`] / [`fp8_dequantize`] / [`absmax`]: per-tensor E4M3, for FP8 weights
+//!   and the FP8 KV cache.
+//!
+//! Every wrapper checks shapes and scales and returns a [`QuantError`] before anything is
+//! launched; CUDA failures arrive as [`QuantError::Core`] wrapping [`CoreError::Cuda`].
+
+mod fp8;
+mod nvfp4;
+pub mod sources;
+
+pub use edge_core::cuda::{CudaDevice, CudaSlice};
+pub use fp8::{CudaFp8Tensor, absmax, fp8_dequantize, fp8_quantize, fp8_quantize_bf16};
+pub use nvfp4::{
+    CudaNvfp4Tensor, nvfp4_dequantize, nvfp4_dequantize_into, nvfp4_linear, nvfp4_linear_bf16,
+    nvfp4_linear_bf16_into, nvfp4_linear_into, nvfp4_quantize, nvfp4_quantize_auto,
+};
+
+use crate::error::{QuantError, Result};
+use edge_core::CoreError;
+
+/// Threads per block of the element-wise kernels.
+const ELEMENTWISE_THREADS: u32 = 256;
+
+/// Turns a cudarc error into this crate's error.
+fn cuda_err(e: impl std::fmt::Debug) -> QuantError {
+    QuantError::Core(CoreError::Cuda(format!("{e:?}")))
+}
+
+/// Rejects zero-sized operands: CUDA cannot allocate or launch on them.
+fn check_nonempty(op: &'static str, dims: &[(&str, usize)]) -> Result<()> {
+    match dims.iter().find(|(_, v)| *v == 0) {
+        Some((name, _)) => Err(QuantError::ShapeMismatch {
+            op,
+            detail: format!("{name} is 0; empty operands are not launched"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Converts a dimension to the `u32` the kernels take.
+fn dim_u32(op: &'static str, what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| QuantError::ShapeMismatch {
+        op,
+        detail: format!("{what} = {v} exceeds the kernels' u32 range"),
+    })
+}
+
+/// A scale that must be finite and strictly positive (it is divided by).
+fn check_positive_scale(what: &'static str, value: f32) -> Result<()> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(QuantError::InvalidScale { what, value })
+    }
+}
+
+/// Grid size for `items` work items at `per_block` items per block, capped at `cap`
+/// blocks (kernels that take a cap loop grid-stride).
+fn blocks_for(items: usize, per_block: u32, cap: usize) -> u32 {
+    // `cap` is at most 2^31 − 1, so the result fits a u32.
+    items.div_ceil(per_block as usize).clamp(1, cap) as u32
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# GPU checks of edge-quant's CUDA kernels from prebuilt test binaries.
+#
+#   tools/device/cuda_checks.sh prepare   # on the build machine (no GPU needed)
+#   tools/device/cuda_checks.sh run       # on the GPU machine, from the repository root
+#
+# prepare: builds the release test binary of crates/edge-quant/tests/cuda_parity.rs with
+#   `--features cuda`, copies it (debug info stripped) to .device/bin/, and, if NVRTC can
+#   be loaded here (NVRTC_LIB_DIR, or the nvidia-cuda-nvrtc-cu12 pip wheel of python3),
+#   compiles every kernel for sm_80/sm_89/sm_90 into the PTX cache .device/ptx-cache, so
+#   the GPU machine needs only the driver. .device/ is git-ignored: carry it (device tool:
+#   carry [".device"]).
+# run: runs every ignored test (parity + timings) single-threaded, then the NVRTC compile
+#   test on its own (it needs libnvrtc on that machine; its failure is reported, not
+#   fatal). The log goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DEV="$ROOT/.device"
+
+find_nvrtc() {
+    if [[ -n "${NVRTC_LIB_DIR:-}" ]]; then
+        echo "$NVRTC_LIB_DIR"
+        return
+    fi
+    local py
+    for py in python3 /work/venv/bin/python3; do
+        if command -v "$py" >/dev/null 2>&1; then
+            "$py" - <<'PY' 2>/dev/null && return
+import importlib.util, pathlib
+spec = importlib.util.find_spec("nvidia.cuda_nvrtc")
+lib = pathlib.Path(list(spec.submodule_search_locations)[0]) / "lib"
+assert (lib / "libnvrtc.so.12").exists()
+print(lib)
+PY
+        fi
+    done
+}
+
+prepare() {
+    cd "$ROOT"
+    local log exe
+    log=$(cargo test -p edge-quant --features cuda --release --no-run 2>&1) || {
+        echo "$log"
+        exit 1
+    }
+    exe=$(echo "$log" | grep -oE '\([^)]*/cuda_parity-[0-9a-f]+\)' | tr -d '()' | tail -n1)
+    [[ -n "$exe" ]] || { echo "$log"; echo "cuda_parity binary not found" >&2; exit 1; }
+    mkdir -p "$DEV/bin"
+    cp "$exe" "$DEV/bin/cuda_parity"
+    strip --strip-debug "$DEV/bin/cuda_parity" 2>/dev/null || true
+    echo "copied $exe -> .device/bin/cuda_parity ($(du -h "$DEV/bin/cuda_parity" | cut -f1))"
+
+    local nvrtc
+    nvrtc=$(find_nvrtc || true)
+    if [[ -n "$nvrtc" ]]; then
+        rm -rf "$DEV/ptx-cache"
+        LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            EDGE_QUANT_PTX_CACHE="$DEV/ptx-cache" \
+            "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90
+        echo "PTX cache: $(ls "$DEV/ptx-cache" | wc -l) entries in .device/ptx-cache"
+    else
+        echo "warning: NVRTC not found here; the GPU machine must load libnvrtc itself" >&2
+    fi
+}
+
+run() {
+    cd "$ROOT"
+    [[ -x "$DEV/bin/cuda_parity" ]] || { echo "run '$0 prepare' first and carry .device" >&2; exit 2; }
+    local out="${OUT:-$DEV}"
+    mkdir -p "$out"
+    export EDGE_QUANT_PTX_CACHE="${EDGE_QUANT_PTX_CACHE:-$DEV/ptx-cache}"
+    export EDGE_QUANT_TEST_DATA="${EDGE_QUANT_TEST_DATA:-$ROOT/crates/edge-quant/tests/data}"
+    # libcuda comes from the driver; libnvrtc (only for architectures not in the cache)
+    # from the CUDA toolkit if there is one.
+    export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64:/usr/local/cuda/lib64"
+    {
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
+        echo "== parity tests and timings"
+    } 2>&1 | tee "$out/cuda_checks.log"
+    set -o pipefail
+    local status=0
+    "$DEV/bin/cuda_parity" --ignored --test-threads=1 --nocapture \
+        --skip nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
+    echo "== NVRTC compile test (informational)" | tee -a "$out/cuda_checks.log"
+    "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 \
+        2>&1 | tee -a "$out/cuda_checks.log" || echo "NVRTC compile test failed (no libnvrtc here?)" | tee -a "$out/cuda_checks.log"
+    echo "== parity status: $status" | tee -a "$out/cuda_checks.log"
+    return "$status"
+}
+
+case "${1:-run}" in
+prepare) prepare ;;
+run) run ;;
+*)
+    echo "usage: $0 prepare|run" >&2
+    exit 2
+    ;;
+esac
