@@ -29,6 +29,9 @@ enum Command {
     Inspect(commands::inspect::InspectArgs),
     /// Write a ModelOpt-layout NVFP4 or FP8 checkpoint.
     Quantize(commands::quantize::QuantizeArgs),
+    /// Benchmarks: prefill/decode speed against the memory-bandwidth bound.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
 }
 
 fn main() {
@@ -38,6 +41,7 @@ fn main() {
         Command::Score(a) => commands::score::run(a),
         Command::Inspect(a) => commands::inspect::run(a),
         Command::Quantize(a) => commands::quantize::run(a),
+        Command::Bench(c) => commands::bench::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -190,6 +190,29 @@ impl Qwen35Model {
         out
     }
 
+    /// Weight bytes one decode step reads: every decoder-layer linear plus `lm_head`
+    /// (the memory traffic that bounds decode speed).
+    pub fn weight_bytes_per_token(&self) -> usize {
+        let layers: usize = self
+            .layers
+            .iter()
+            .map(|l| {
+                let mixer = match &l.mixer {
+                    Mixer::Gdn(m) => [&m.in_proj_qkv, &m.in_proj_z, &m.in_proj_b, &m.in_proj_a, &m.out_proj]
+                        .iter()
+                        .map(|x| x.weight_bytes())
+                        .sum::<usize>(),
+                    Mixer::Attention(m) => [&m.q_proj, &m.k_proj, &m.v_proj, &m.o_proj]
+                        .iter()
+                        .map(|x| x.weight_bytes())
+                        .sum(),
+                };
+                mixer + l.mlp.gate.weight_bytes() + l.mlp.up.weight_bytes() + l.mlp.down.weight_bytes()
+            })
+            .sum();
+        layers + self.lm_head.weight_bytes()
+    }
+
     /// Every full-attention mixer with its module name (`model.layers.{i}.self_attn`).
     pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention)> {
         self.layers

@@ -1,5 +1,6 @@
 //! One module per subcommand, plus shared helpers.
 
+pub mod bench;
 pub mod generate;
 pub mod inspect;
 pub mod quantize;

@@ -1,0 +1,128 @@
+//! `edge-llm bench`: end-to-end speed of prefill and decode, beside the memory
+//! bandwidth bound; and `bench synth` to write the random benchmark model.
+
+use crate::cli_error::CliError;
+use clap::{Args, Subcommand};
+use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
+use edge_model::{ActivationMode, Logits, Qwen35Model};
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// `bench` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Time a prompt prefill and greedy decode on a model.
+    Decode(DecodeArgs),
+    /// Write the ≈0.53B random benchmark checkpoint (bf16).
+    Synth(SynthArgs),
+}
+
+/// Flags of `bench decode`.
+#[derive(Args, Debug)]
+pub struct DecodeArgs {
+    /// Model directory.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Prompt length for the prefill measurement.
+    #[arg(long, default_value_t = 512)]
+    pub prompt_tokens: usize,
+    /// Tokens to decode.
+    #[arg(long, default_value_t = 128)]
+    pub decode_tokens: usize,
+    /// Activation quantization for NVFP4 layers.
+    #[arg(long, default_value = "none")]
+    pub act_quant: ActivationMode,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `bench synth`.
+#[derive(Args, Debug)]
+pub struct SynthArgs {
+    /// Output directory.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Runs a `bench` subcommand.
+pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
+    match cmd {
+        BenchCommand::Synth(a) => {
+            write_random_checkpoint(&a.out, &bench_0p5b_config(), SyntheticDType::Bf16, a.seed)?;
+            eprintln!("wrote {}", a.out.display());
+            Ok(())
+        }
+        BenchCommand::Decode(a) => decode(a),
+    }
+}
+
+fn decode(a: DecodeArgs) -> Result<(), CliError> {
+    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let vocab = model.config().vocab_size as u64;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let prompt: Vec<u32> = (0..a.prompt_tokens.max(1))
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % vocab) as u32
+        })
+        .collect();
+    // Warm up page cache and thread pool.
+    model.forward(&prompt[..8.min(prompt.len())], &mut model.new_state(), Logits::Last)?;
+
+    let mut state = model.new_state();
+    let t0 = Instant::now();
+    let mut logits = model.forward(&prompt, &mut state, Logits::Last)?.logits;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    for _ in 0..a.decode_tokens {
+        let next = edge_runtime::argmax(&logits);
+        logits = model.forward(&[next], &mut state, Logits::Last)?.logits;
+    }
+    let decode_s = t1.elapsed().as_secs_f64();
+
+    let bytes_per_token = model.weight_bytes_per_token();
+    let bandwidth = read_bandwidth_bytes_per_s();
+    let bound = bandwidth / bytes_per_token as f64;
+    let decode_tps = a.decode_tokens as f64 / decode_s;
+    let v = serde_json::json!({
+        "prompt_tokens": prompt.len(),
+        "prefill_tokens_per_s": prompt.len() as f64 / prefill_s,
+        "decode_tokens": a.decode_tokens,
+        "decode_tokens_per_s": decode_tps,
+        "weight_bytes_per_token": bytes_per_token,
+        "read_bandwidth_gb_per_s": bandwidth / 1e9,
+        "bandwidth_bound_tokens_per_s": bound,
+        "fraction_of_bound": decode_tps / bound,
+        "threads": rayon::current_num_threads(),
+    });
+    if a.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// Best of several parallel passes summing a 1 GiB buffer (larger than any cache here).
+fn read_bandwidth_bytes_per_s() -> f64 {
+    let words = (1usize << 30) / 8;
+    let buf: Vec<u64> = (0..words as u64).collect();
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let sum: u64 = buf
+            .par_chunks(1 << 16)
+            .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
+            .reduce(|| 0, u64::wrapping_add);
+        std::hint::black_box(sum);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (words * 8) as f64 / best
+}
