@@ -74,7 +74,11 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         })
         .collect();
     // Warm up page cache and thread pool.
-    model.forward(&prompt[..8.min(prompt.len())], &mut model.new_state(), Logits::Last)?;
+    model.forward(
+        &prompt[..8.min(prompt.len())],
+        &mut model.new_state(),
+        Logits::Last,
+    )?;
 
     let mut state = model.new_state();
     let t0 = Instant::now();

@@ -1,0 +1,155 @@
+//! The `edge-llm` binary's stable interface: flags, JSON fields, output files, errors.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_edge-llm"))
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn logits_shape(path: &std::path::Path) -> Vec<usize> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor("logits").unwrap();
+    assert_eq!(t.dtype(), safetensors::Dtype::F32);
+    t.shape().to_vec()
+}
+
+#[test]
+fn generate_json_and_logits_out() {
+    let out = std::env::temp_dir().join(format!("edge-cli-gen-{}.safetensors", std::process::id()));
+    let o = bin()
+        .args([
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt-ids",
+            "1,2,3,4",
+        ])
+        .args(["--max-new-tokens", "5", "--json", "--logits-out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for key in [
+        "tokens",
+        "text",
+        "prompt_tokens",
+        "generated_tokens",
+        "prefill_ms",
+        "decode_tokens_per_s",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["prompt_tokens"], 4);
+    let n = v["generated_tokens"].as_u64().unwrap() as usize;
+    assert_eq!(v["tokens"].as_array().unwrap().len(), n);
+    assert_eq!(logits_shape(&out), vec![n, 256]);
+    std::fs::remove_file(out).ok();
+}
+
+#[test]
+fn score_writes_every_position() {
+    let out =
+        std::env::temp_dir().join(format!("edge-cli-score-{}.safetensors", std::process::id()));
+    let o = bin()
+        .args([
+            "score",
+            "--model",
+            &fixture("qwen35-tiny-bf16-vl"),
+            "--prompt-ids",
+            "5,6,7",
+            "--logits-out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(logits_shape(&out), vec![3, 256]);
+    std::fs::remove_file(out).ok();
+}
+
+#[test]
+fn inspect_reports_quantization_and_state_sizes() {
+    let o = bin()
+        .args([
+            "inspect",
+            "--json",
+            "--model",
+            &fixture("qwen35-tiny-nvfp4"),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["quantization"]["nvfp4_linears"], 25);
+    assert_eq!(v["layer_pattern"], "LLLA");
+    assert!(v["kv_bytes_per_token"]["bf16"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn errors_are_messages_not_panics() {
+    for args in [
+        vec![
+            "generate",
+            "--model",
+            "/nonexistent-model-dir",
+            "--prompt-ids",
+            "1",
+        ],
+        vec![
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt-ids",
+            "1,999",
+        ],
+        vec![
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt-ids",
+            "1,x",
+        ],
+        vec![
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt",
+            "hi",
+        ],
+        vec![
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt-ids",
+            "1",
+            "--act-quant",
+            "int3",
+        ],
+        vec![
+            "quantize",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--out",
+            "/tmp/x",
+            "--format",
+            "int4",
+        ],
+    ] {
+        let o = bin().args(&args).output().unwrap();
+        assert!(!o.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+}

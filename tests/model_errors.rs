@@ -1,0 +1,212 @@
+//! Every way a checkpoint or a request can be wrong gives a typed error that names the
+//! problem — never a panic.
+
+use edge_model::synthetic::{SyntheticDType, write_random_checkpoint};
+use edge_model::{ActivationMode, Logits, ModelError, Qwen35Model};
+use safetensors::{Dtype, SafeTensors};
+use std::path::{Path, PathBuf};
+
+fn tiny_config() -> serde_json::Value {
+    serde_json::json!({
+        "hidden_size": 32, "num_hidden_layers": 4, "intermediate_size": 64,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+        "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+        "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "vocab_size": 64, "max_position_embeddings": 40, "eos_token_id": 1,
+        "tie_word_embeddings": true
+    })
+}
+
+fn make(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("edge-model-err-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    write_random_checkpoint(&d, &tiny_config(), SyntheticDType::F32, 3).unwrap();
+    d
+}
+
+/// Rewrites `model.safetensors`, letting `edit` change each tensor (None drops it).
+fn rewrite(
+    dir: &Path,
+    edit: impl Fn(&str, Dtype, Vec<usize>, Vec<u8>) -> Option<(Dtype, Vec<usize>, Vec<u8>)>,
+) {
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let kept: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = st
+        .iter()
+        .filter_map(|(n, v)| {
+            edit(n, v.dtype(), v.shape().to_vec(), v.data().to_vec())
+                .map(|(d, s, b)| (n.to_string(), d, s, b))
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = kept
+        .iter()
+        .map(|(n, d, s, b)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+}
+
+fn load_err(dir: &Path) -> ModelError {
+    Qwen35Model::load(dir, ActivationMode::None).unwrap_err()
+}
+
+#[test]
+fn valid_synthetic_checkpoint_loads_and_runs() {
+    let d = make("ok");
+    let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
+    let out = m
+        .forward(&[1, 2, 3], &mut m.new_state(), Logits::All)
+        .unwrap();
+    assert_eq!(out.logits.len(), 3 * 64);
+    assert!(out.logits.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let d = make("missing");
+    rewrite(&d, |n, dt, s, b| {
+        (n != "model.layers.2.linear_attn.A_log").then_some((dt, s, b))
+    });
+    let e = load_err(&d);
+    assert!(
+        matches!(&e, ModelError::MissingTensor { name } if name == "model.layers.2.linear_attn.A_log"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_shape_is_named() {
+    let d = make("shape");
+    rewrite(&d, |n, dt, s, b| {
+        if n == "model.layers.3.self_attn.k_proj.weight" {
+            Some((dt, vec![s[1], s[0]], b))
+        } else {
+            Some((dt, s, b))
+        }
+    });
+    let e = load_err(&d);
+    assert!(
+        e.to_string()
+            .contains("model.layers.3.self_attn.k_proj.weight"),
+        "{e}"
+    );
+    assert!(matches!(e, ModelError::TensorShape { .. }), "{e}");
+}
+
+#[test]
+fn wrong_dtype_is_named() {
+    let d = make("dtype");
+    rewrite(&d, |n, dt, s, b| {
+        if n == "model.norm.weight" {
+            let n = b.len() / 4;
+            Some((Dtype::I32, s, vec![0; n * 4]))
+        } else {
+            Some((dt, s, b))
+        }
+    });
+    let e = load_err(&d);
+    assert!(
+        matches!(&e, ModelError::TensorDType { name, .. } if name == "model.norm.weight"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nvfp4_scale_with_wrong_dtype_is_named() {
+    let d = make("nvfp4");
+    rewrite(&d, |n, dt, s, b| {
+        if n == "model.layers.0.mlp.down_proj.weight" {
+            // Pretend it is NVFP4 codes, but give the block scales as f32.
+            Some((Dtype::U8, vec![s[0], s[1] / 2], vec![0; s[0] * s[1] / 2]))
+        } else {
+            Some((dt, s, b))
+        }
+    });
+    // Add a wrongly typed weight_scale beside it.
+    let path = d.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut all: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = st
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                v.dtype(),
+                v.shape().to_vec(),
+                v.data().to_vec(),
+            )
+        })
+        .collect();
+    all.push((
+        "model.layers.0.mlp.down_proj.weight_scale".into(),
+        Dtype::F32,
+        vec![32, 4],
+        vec![0; 512],
+    ));
+    let views: Vec<(String, safetensors::tensor::TensorView)> = all
+        .iter()
+        .map(|(n, d, s, b)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+    let e = load_err(&d);
+    assert!(e.to_string().contains("down_proj.weight_scale"), "{e}");
+}
+
+#[test]
+fn truncated_file_is_a_checkpoint_error() {
+    let d = make("trunc");
+    let path = d.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(matches!(load_err(&d), ModelError::Checkpoint { .. }));
+}
+
+#[test]
+fn bad_requests_leave_state_untouched() {
+    let d = make("requests");
+    let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
+    let mut state = m.new_state();
+    m.forward(&[1, 2, 3], &mut state, Logits::Last).unwrap();
+    let before = state.clone();
+    for (tokens, needle) in [
+        (vec![], "no tokens"),
+        (vec![5, 64], "outside the vocabulary"),
+        (vec![7; 38], "past the context of 40"),
+    ] {
+        let e = m
+            .forward(&tokens, &mut state, Logits::Last)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{e}");
+        assert_eq!(state, before, "state changed after: {e}");
+    }
+    // A state from another model shape is rejected.
+    let mut foreign = m.new_state();
+    foreign.layers.pop();
+    assert!(m.forward(&[1], &mut foreign, Logits::Last).is_err());
+    // No MTP head in this checkpoint: a clear error.
+    let mut mtp_state = m.new_mtp_state();
+    let e = m
+        .mtp_forward(&[1], &[0.0; 32], &mut mtp_state, Logits::Last)
+        .unwrap_err();
+    assert!(e.to_string().contains("no MTP head"), "{e}");
+}
+
+#[test]
+fn missing_config_and_bad_json_are_errors() {
+    let d = make("cfg");
+    std::fs::write(d.join("config.json"), "{ not json").unwrap();
+    assert!(matches!(load_err(&d), ModelError::Json { .. }));
+    std::fs::remove_file(d.join("config.json")).unwrap();
+    assert!(matches!(load_err(&d), ModelError::Io { .. }));
+}
