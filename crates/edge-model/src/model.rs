@@ -198,16 +198,25 @@ impl Qwen35Model {
             .iter()
             .map(|l| {
                 let mixer = match &l.mixer {
-                    Mixer::Gdn(m) => [&m.in_proj_qkv, &m.in_proj_z, &m.in_proj_b, &m.in_proj_a, &m.out_proj]
-                        .iter()
-                        .map(|x| x.weight_bytes())
-                        .sum::<usize>(),
+                    Mixer::Gdn(m) => [
+                        &m.in_proj_qkv,
+                        &m.in_proj_z,
+                        &m.in_proj_b,
+                        &m.in_proj_a,
+                        &m.out_proj,
+                    ]
+                    .iter()
+                    .map(|x| x.weight_bytes())
+                    .sum::<usize>(),
                     Mixer::Attention(m) => [&m.q_proj, &m.k_proj, &m.v_proj, &m.o_proj]
                         .iter()
                         .map(|x| x.weight_bytes())
                         .sum(),
                 };
-                mixer + l.mlp.gate.weight_bytes() + l.mlp.up.weight_bytes() + l.mlp.down.weight_bytes()
+                mixer
+                    + l.mlp.gate.weight_bytes()
+                    + l.mlp.up.weight_bytes()
+                    + l.mlp.down.weight_bytes()
             })
             .sum();
         layers + self.lm_head.weight_bytes()

@@ -3,6 +3,7 @@
 
 use super::norm::{rms_norm_zero_centred, sigmoid};
 use super::rope::Rope;
+use super::simd::{axpy, dispatch, dot};
 use crate::Result;
 use crate::state::AttentionState;
 use edge_quant::linear::{AmaxObserver, Linear};
@@ -95,34 +96,55 @@ impl GatedAttention {
         let (keys, values) = (state.keys(), state.values());
         attn.par_chunks_mut(d).enumerate().for_each(|(i, o)| {
             let (t, head) = (i / h, i % h);
-            let kvh = head / group;
-            let qv = &q[i * d..][..d];
-            let visible = pos0 + t + 1;
-            let mut scores: Vec<f32> = (0..visible)
-                .map(|s| {
-                    let kv = &keys[(s * hkv + kvh) * d..][..d];
-                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() * scale
-                })
-                .collect();
-            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0;
-            for s in scores.iter_mut() {
-                *s = (*s - max).exp();
-                sum += *s;
-            }
-            o.fill(0.0);
-            for (s, p) in scores.iter().enumerate() {
-                let w = p / sum;
-                let vv = &values[(s * hkv + kvh) * d..][..d];
-                for (oi, vi) in o.iter_mut().zip(vv) {
-                    *oi += w * vi;
-                }
-            }
+            let kv = KvView {
+                keys,
+                values,
+                stride: hkv * d,
+                offset: (head / group) * d,
+                visible: pos0 + t + 1,
+            };
+            attend_one(&q[i * d..][..d], &kv, scale, o);
         });
         for (a, g) in attn.iter_mut().zip(&gate) {
             *a *= sigmoid(*g);
         }
         self.o_proj.forward(&attn, tokens, out)?;
         Ok(())
+    }
+}
+
+/// The cached keys/values one query head reads: row `s` of head `kvh` starts at
+/// `s * stride + offset`.
+struct KvView<'a> {
+    keys: &'a [f32],
+    values: &'a [f32],
+    stride: usize,
+    offset: usize,
+    visible: usize,
+}
+
+/// Causal softmax attention of one query over the first `visible` cached positions.
+fn attend_one(q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
+    dispatch!(attend_portable, (q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
+        attend_body(q, kv, scale, out)
+    })
+}
+
+#[inline(always)]
+fn attend_body(q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
+    let d = q.len();
+    let mut scores: Vec<f32> = (0..kv.visible)
+        .map(|s| dot(q, &kv.keys[s * kv.stride + kv.offset..][..d]) * scale)
+        .collect();
+    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for s in scores.iter_mut() {
+        *s = (*s - max).exp();
+        sum += *s;
+    }
+    out.fill(0.0);
+    let inv = 1.0 / sum;
+    for (s, p) in scores.iter().enumerate() {
+        axpy(p * inv, &kv.values[s * kv.stride + kv.offset..][..d], out);
     }
 }

@@ -5,3 +5,4 @@ pub mod gdn;
 pub mod mlp;
 pub mod norm;
 pub mod rope;
+pub(crate) mod simd;

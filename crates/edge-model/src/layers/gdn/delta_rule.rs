@@ -1,6 +1,8 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
+use crate::layers::simd::{axpy, dispatch, dot};
+
 /// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
 /// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
 pub struct HeadInputs<'a> {
@@ -22,6 +24,13 @@ pub struct HeadInputs<'a> {
 
 /// Token-by-token recurrence; updates `state` and writes `[len, dv]` to `out`.
 pub fn recurrent(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
+    dispatch!(recurrent_portable, (inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
+        recurrent_body(inp, state, out)
+    })
+}
+
+#[inline(always)]
+fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     let (dk, dv) = (inp.dk, inp.dv);
     let mut mem = vec![0.0f32; dv];
     for t in 0..inp.beta.len() {
@@ -82,6 +91,7 @@ struct ChunkScratch {
 }
 
 impl ChunkScratch {
+    #[inline(always)]
     fn new(dk: usize, dv: usize) -> Self {
         ChunkScratch {
             gamma: vec![0.0; CHUNK],
@@ -95,7 +105,23 @@ impl ChunkScratch {
         }
     }
 
+    /// One chunk, compiled for the best SIMD level available.
     fn run(
+        &mut self,
+        inp: &HeadInputs,
+        start: usize,
+        n: usize,
+        state: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let this = self;
+        dispatch!(run_portable, (this: &mut ChunkScratch, inp: &HeadInputs, start: usize, n: usize, state: &mut [f32], out: &mut [f32]) {
+            this.run_body(inp, start, n, state, out)
+        })
+    }
+
+    #[inline(always)]
+    fn run_body(
         &mut self,
         inp: &HeadInputs,
         start: usize,
@@ -126,13 +152,13 @@ impl ChunkScratch {
             }
         }
         for i in 1..n {
+            // new[s] = row[s] + Σ_{s<m<i} row[m]·t[m][s], accumulated row by row so the
+            // inner loop runs over contiguous memory.
             self.row[..i].copy_from_slice(&t[i * CHUNK..][..i]);
-            for s in 0..i {
-                let mut extra = 0.0;
-                for m in s + 1..i {
-                    extra += self.row[m] * t[m * CHUNK + s];
-                }
-                t[i * CHUNK + s] = self.row[s] + extra;
+            let (done, rest) = t.split_at_mut(i * CHUNK);
+            let new = &mut rest[..i];
+            for m in 1..i {
+                axpy(self.row[m], &done[m * CHUNK..][..m], &mut new[..m]);
             }
         }
         for r in 0..n {
@@ -183,18 +209,6 @@ impl ChunkScratch {
                 axpy(ki * f, vn, &mut state[i * dv..][..dv]);
             }
         }
-    }
-}
-
-#[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-#[inline]
-fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
-    for (yi, xi) in y.iter_mut().zip(x) {
-        *yi += alpha * xi;
     }
 }
 
