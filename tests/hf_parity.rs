@@ -205,3 +205,34 @@ fn mtp_head_matches_reference() {
         }
     }
 }
+
+/// edge-llm computes in f32 over bf16 weights; transformers' bf16 compute rounds every
+/// intermediate to bf16. This records how far apart the two are (documented in
+/// docs/NUMERICS.md) and bounds it loosely so a regression is still caught.
+#[test]
+fn bf16_weights_agreement_with_transformers_bf16_compute() {
+    let dir = "qwen35-tiny-bf16-vl";
+    let exp = Expected::load(dir);
+    let model = Qwen35Model::load(&fixture(dir), ActivationMode::None).unwrap();
+    let vocab = model.config().vocab_size;
+    let prompt = exp.ids("prompt_ids");
+    let got = model
+        .forward(&prompt, &mut model.new_state(), Logits::All)
+        .unwrap()
+        .logits;
+    let (hf_bf16, _) = exp.f32("prompt_logits_bf16");
+    let (hf_f32, _) = exp.f32("prompt_logits");
+    let ours_vs_bf16 = max_abs_diff(&got, &hf_bf16);
+    let f32_vs_bf16 = max_abs_diff(&hf_f32, &hf_bf16);
+    let agree = (0..prompt.len())
+        .filter(|&t| argmax(&got[t * vocab..][..vocab]) == argmax(&hf_bf16[t * vocab..][..vocab]))
+        .count();
+    println!(
+        "bf16 compute: ours vs HF-bf16 max |Δ| = {ours_vs_bf16:.3}, HF-f32 vs HF-bf16 = {f32_vs_bf16:.3}, \
+         argmax agreement {agree}/{}",
+        prompt.len()
+    );
+    // Our f32 compute is as close to HF's bf16 compute as HF's own f32 compute is.
+    assert!(ours_vs_bf16 <= f32_vs_bf16 * 1.1 + 1e-3);
+    assert!(agree * 10 >= prompt.len() * 8);
+}

@@ -75,3 +75,25 @@ fn w4a4_emulation_matches_simulated_w4a4_reference() {
     let w4a16 = expected("w4a16_logits");
     assert!(cosine(&got, &w4a16) < 0.99999);
 }
+
+#[test]
+fn w4a4_with_fp8_kv_cache_matches_reference() {
+    let opts = edge_model::LoadOptions {
+        activations: ActivationMode::Nvfp4,
+        kv_cache: edge_model::KvCacheDType::Fp8,
+    };
+    let model = Qwen35Model::load_with(&dir(), opts).unwrap();
+    let got = model
+        .forward(&prompt(), &mut model.new_state(), Logits::All)
+        .unwrap()
+        .logits;
+    let want = expected("w4a4_kv8_logits");
+    let cos = cosine(&got, &want);
+    let max = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    println!("W4A4 + FP8 KV: cosine {cos:.6}, max |Δ| {max:.2e}");
+    assert!(cos >= 0.99, "cosine {cos}");
+}

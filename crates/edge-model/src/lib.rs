@@ -24,4 +24,4 @@ pub use error::{ModelError, Result};
 pub use model::{DecoderLayer, ForwardOutput, Logits, Mixer, Qwen35Model};
 pub use mtp::{MtpHead, MtpOutput};
 pub use state::{AttentionState, GdnState, LayerState, SequenceState};
-pub use weights::{ActivationMode, Embedding};
+pub use weights::{ActivationMode, Embedding, KvCacheDType, LoadOptions};

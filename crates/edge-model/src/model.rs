@@ -9,7 +9,7 @@ use crate::layers::norm::rms_norm_zero_centred_into;
 use crate::layers::rope::Rope;
 use crate::mtp::{MtpHead, MtpOutput};
 use crate::state::{LayerState, SequenceState};
-use crate::weights::{ActivationMode, Embedding, WeightReader};
+use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
 use crate::{ModelError, Result};
 use edge_quant::linear::Linear;
 use std::path::Path;
@@ -99,18 +99,33 @@ pub struct Qwen35Model {
 impl Qwen35Model {
     /// Loads `config.json` and the checkpoint from a model directory.
     pub fn load(dir: &Path, activations: ActivationMode) -> Result<Self> {
+        Self::load_with(
+            dir,
+            LoadOptions {
+                activations,
+                ..LoadOptions::default()
+            },
+        )
+    }
+
+    /// Loads with explicit options.
+    pub fn load_with(dir: &Path, options: LoadOptions) -> Result<Self> {
         let config = Qwen35Config::from_dir(dir)?;
         let ckpt = Checkpoint::open(dir)?;
-        Self::from_checkpoint(config, &ckpt, activations)
+        Self::from_checkpoint(config, &ckpt, options)
     }
 
     /// Builds the model from an opened checkpoint.
     pub fn from_checkpoint(
         config: Qwen35Config,
         ckpt: &Checkpoint,
-        activations: ActivationMode,
+        options: LoadOptions,
     ) -> Result<Self> {
-        let r = WeightReader { ckpt, activations };
+        let r = WeightReader {
+            ckpt,
+            activations: options.activations,
+            kv_cache: options.kv_cache,
+        };
         let h = config.hidden_size;
         let embed = Embedding::new(
             ckpt.require("model.embed_tokens.weight")?,
@@ -359,7 +374,10 @@ fn load_layer(r: &WeightReader, c: &Qwen35Config, i: usize) -> Result<DecoderLay
             Mixer::Gdn(Box::new(load_gdn(r, c, &format!("{p}.linear_attn"))?))
         }
         LayerType::FullAttention => {
-            Mixer::Attention(Box::new(load_attention(r, c, &format!("{p}.self_attn"))?))
+            let prefix = format!("{p}.self_attn");
+            let mut attn = load_attention(r, c, &prefix)?;
+            attn.kv_fp8 = r.kv_scales(&prefix)?;
+            Mixer::Attention(Box::new(attn))
         }
     };
     Ok(DecoderLayer {
@@ -399,6 +417,7 @@ pub(crate) fn load_attention(
         eps: c.rms_norm_eps,
         rope: Rope::new(c.rotary_dim(), c.rope_theta),
         kv_observer: None,
+        kv_fp8: None,
     })
 }
 

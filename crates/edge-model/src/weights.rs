@@ -5,6 +5,7 @@
 use crate::checkpoint::{Checkpoint, TensorView};
 use crate::{ModelError, Result};
 use edge_core::DType;
+use edge_quant::fp8::kv::KvScales;
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor};
 
@@ -33,10 +34,46 @@ impl std::str::FromStr for ActivationMode {
     }
 }
 
+/// How the attention KV cache stores keys and values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KvCacheDType {
+    /// Full f32 precision.
+    #[default]
+    F32,
+    /// FP8 E4M3 with the checkpoint's per-layer `k_scale` / `v_scale` (1.0 when absent,
+    /// as vLLM does): every cached key and value is rounded exactly as an FP8 cache
+    /// stores it.
+    Fp8,
+}
+
+impl std::str::FromStr for KvCacheDType {
+    type Err = ModelError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(KvCacheDType::F32),
+            "fp8" => Ok(KvCacheDType::Fp8),
+            _ => Err(ModelError::InvalidInput(format!(
+                "unknown KV-cache dtype `{s}` (expected f32 or fp8)"
+            ))),
+        }
+    }
+}
+
+/// Options for loading a model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Activation treatment of NVFP4 linears.
+    pub activations: ActivationMode,
+    /// KV-cache precision of the decoder's attention layers.
+    pub kv_cache: KvCacheDType,
+}
+
 /// Reads layer weights out of a checkpoint.
 pub(crate) struct WeightReader<'a> {
     pub ckpt: &'a Checkpoint,
     pub activations: ActivationMode,
+    pub kv_cache: KvCacheDType,
 }
 
 impl WeightReader<'_> {
@@ -100,6 +137,21 @@ impl WeightReader<'_> {
                 Ok(linear.with_activation_quant(ActivationQuant::Nvfp4 { input_scale })?)
             }
         }
+    }
+
+    /// FP8 KV scales of the attention module at `prefix` (`…self_attn`), when the FP8
+    /// cache is requested: `k_proj.k_scale`, `v_proj.v_scale`, or a legacy `kv_scale`.
+    pub fn kv_scales(&self, prefix: &str) -> Result<Option<KvScales>> {
+        if self.kv_cache != KvCacheDType::Fp8 {
+            return Ok(None);
+        }
+        let scalar = |name: String| self.ckpt.get(&name).map(|t| t.scalar_f32()).transpose();
+        if let Some(legacy) = scalar(format!("{prefix}.kv_scale"))? {
+            return Ok(Some(KvScales::from_legacy(legacy)?));
+        }
+        let k = scalar(format!("{prefix}.k_proj.k_scale"))?;
+        let v = scalar(format!("{prefix}.v_proj.v_scale"))?;
+        Ok(Some(KvScales::from_checkpoint(k, v)?))
     }
 
     /// A float vector of exactly `len` elements.

@@ -4,7 +4,7 @@
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
-use edge_model::{ActivationMode, Logits, Qwen35Model};
+use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -33,6 +33,9 @@ pub struct DecodeArgs {
     /// Activation quantization for NVFP4 layers.
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
+    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
+    #[arg(long, default_value = "f32")]
+    pub kv_cache: KvCacheDType,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -62,7 +65,13 @@ pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
 }
 
 fn decode(a: DecodeArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let model = Qwen35Model::load_with(
+        &a.model,
+        LoadOptions {
+            activations: a.act_quant,
+            kv_cache: a.kv_cache,
+        },
+    )?;
     let vocab = model.config().vocab_size as u64;
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let prompt: Vec<u32> = (0..a.prompt_tokens.max(1))

@@ -3,7 +3,7 @@
 use super::{parse_ids, write_logits};
 use crate::cli_error::CliError;
 use clap::Args;
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Qwen35Model};
 use edge_runtime::{GenerateRequest, SamplingParams, Tokenizer, generate};
 use std::path::PathBuf;
 
@@ -31,6 +31,9 @@ pub struct GenerateArgs {
     /// Activation quantization for NVFP4 layers: none (W4A16) or nvfp4 (W4A4 emulation).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
+    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
+    #[arg(long, default_value = "f32")]
+    pub kv_cache: KvCacheDType,
     /// Write the logits of each generated token to this safetensors file.
     #[arg(long)]
     pub logits_out: Option<PathBuf>,
@@ -41,7 +44,13 @@ pub struct GenerateArgs {
 
 /// Runs `generate`.
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let model = Qwen35Model::load_with(
+        &a.model,
+        LoadOptions {
+            activations: a.act_quant,
+            kv_cache: a.kv_cache,
+        },
+    )?;
     let tokenizer_path = a.model.join("tokenizer.json");
     let tokenizer = tokenizer_path
         .exists()

@@ -3,7 +3,7 @@
 use super::{parse_ids, write_logits};
 use crate::cli_error::CliError;
 use clap::Args;
-use edge_model::{ActivationMode, Logits, Qwen35Model};
+use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model};
 use std::path::PathBuf;
 
 /// Flags of `score`.
@@ -21,11 +21,20 @@ pub struct ScoreArgs {
     /// Activation quantization for NVFP4 layers.
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
+    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
+    #[arg(long, default_value = "f32")]
+    pub kv_cache: KvCacheDType,
 }
 
 /// Runs `score`.
 pub fn run(a: ScoreArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let model = Qwen35Model::load_with(
+        &a.model,
+        LoadOptions {
+            activations: a.act_quant,
+            kv_cache: a.kv_cache,
+        },
+    )?;
     let ids = parse_ids(&a.prompt_ids)?;
     let mut state = model.new_state();
     let out = model.forward(&ids, &mut state, Logits::All)?;

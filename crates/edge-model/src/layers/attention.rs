@@ -6,6 +6,7 @@ use super::rope::Rope;
 use super::simd::{axpy, dispatch, dot};
 use crate::Result;
 use crate::state::AttentionState;
+use edge_quant::fp8::kv::{KvScales, dequantize_kv, quantize_kv};
 use edge_quant::linear::{AmaxObserver, Linear};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -38,6 +39,9 @@ pub struct GatedAttention {
     /// When set, records the amax of keys (after norm and RoPE) and values
     /// (calibration of FP8 KV-cache scales).
     pub kv_observer: Option<KvObserver>,
+    /// When set, keys and values are rounded through FP8 E4M3 with these scales before
+    /// they enter the cache, exactly as an FP8 KV cache stores them.
+    pub kv_fp8: Option<KvScales>,
 }
 
 /// Amax recorders for one attention layer's keys and values.
@@ -87,6 +91,10 @@ impl GatedAttention {
         if let Some(obs) = &self.kv_observer {
             obs.k.observe(&k);
             obs.v.observe(&v);
+        }
+        if let Some(scales) = &self.kv_fp8 {
+            fp8_round_trip(&mut k, scales.k_scale)?;
+            fp8_round_trip(&mut v, scales.v_scale)?;
         }
         state.append(&k, &v);
 
@@ -147,4 +155,12 @@ fn attend_body(q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
     for (s, p) in scores.iter().enumerate() {
         axpy(p * inv, &kv.values[s * kv.stride + kv.offset..][..d], out);
     }
+}
+
+/// Rounds `x` to what an FP8 cache with `scale` gives back.
+fn fp8_round_trip(x: &mut [f32], scale: f32) -> Result<()> {
+    let mut codes = vec![0u8; x.len()];
+    quantize_kv(x, scale, &mut codes)?;
+    dequantize_kv(&codes, scale, x)?;
+    Ok(())
 }
