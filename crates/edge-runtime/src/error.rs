@@ -5,6 +5,9 @@ pub enum RuntimeError {
     /// A request parameter out of range or malformed.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The chat template could not be compiled or rendered.
+    #[error("chat template: {0}")]
+    Template(String),
     /// The tokenizer could not be loaded or failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),

@@ -7,10 +7,12 @@
 mod error;
 
 pub use error::{Result, RuntimeError};
+pub mod chat_template;
 pub mod generate;
 pub mod sampling;
 pub mod tokenizer;
 
+pub use chat_template::ChatTemplate;
 pub use generate::{GenerateOutput, GenerateRequest, StopReason, generate};
 pub use sampling::{Sampler, SamplingParams, argmax};
 pub use tokenizer::Tokenizer;

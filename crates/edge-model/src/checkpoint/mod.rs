@@ -86,6 +86,19 @@ impl Checkpoint {
         })
     }
 
+    /// A checkpoint from one in-memory safetensors image (e.g. a model embedded in a
+    /// binary with `include_bytes!`); tensors borrow from it without copying.
+    pub fn from_static(label: &str, image: &'static [u8]) -> Result<Self> {
+        let mut tensors = BTreeMap::new();
+        let path = PathBuf::from(label);
+        open::add_tensors(&path, std::sync::Arc::new(image), &mut tensors)?;
+        Ok(Checkpoint {
+            dir: path.clone(),
+            files: vec![path],
+            tensors,
+        })
+    }
+
     /// The directory it was opened from.
     pub fn dir(&self) -> &Path {
         &self.dir

@@ -88,13 +88,22 @@ fn open_file(path: &Path, tensors: &mut Tensors) -> Result<()> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mmap = Arc::new(mmap);
+    add_tensors(path, Arc::new(mmap), tensors)
+}
+
+/// Parses one safetensors image held by `backing` and adds its tensors, which keep
+/// pointing into `backing`. `path` names the source in errors.
+pub(super) fn add_tensors<B>(path: &Path, backing: Arc<B>, tensors: &mut Tensors) -> Result<()>
+where
+    B: AsRef<[u8]> + Send + Sync + 'static,
+{
     let malformed = |reason: String| ModelError::Checkpoint {
         path: path.to_path_buf(),
         reason,
     };
-    let st = SafeTensors::deserialize(&mmap[..]).map_err(|e| malformed(e.to_string()))?;
-    let base = mmap.as_ptr() as usize;
+    let bytes: &[u8] = (*backing).as_ref();
+    let st = SafeTensors::deserialize(bytes).map_err(|e| malformed(e.to_string()))?;
+    let base = bytes.as_ptr() as usize;
     for (name, view) in st.iter() {
         let Some(norm) = normalise_name(name) else {
             continue;
@@ -106,7 +115,7 @@ fn open_file(path: &Path, tensors: &mut Tensors) -> Result<()> {
             ))
         })?;
         let start = view.data().as_ptr() as usize - base;
-        let data = Bytes::from_shared(mmap.clone(), start..start + view.data().len())?;
+        let data = Bytes::from_shared(backing.clone(), start..start + view.data().len())?;
         let shape = view.shape().to_vec();
         if tensors.contains_key(&norm) {
             return Err(malformed(format!(

@@ -1,0 +1,238 @@
+//! Hugging Face chat templates (`chat_template` in `tokenizer_config.json`), rendered
+//! with minijinja plus Python string-method compatibility.
+
+use crate::{Result, RuntimeError};
+use serde_json::Value;
+
+/// A compiled chat template.
+pub struct ChatTemplate {
+    env: minijinja::Environment<'static>,
+}
+
+impl std::fmt::Debug for ChatTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChatTemplate")
+    }
+}
+
+const NAME: &str = "chat_template";
+
+impl ChatTemplate {
+    /// Compiles a template source.
+    pub fn new(source: &str) -> Result<Self> {
+        let mut env = minijinja::Environment::new();
+        // transformers compiles chat templates with trim_blocks and lstrip_blocks.
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
+        env.add_filter("tojson", python_tojson);
+        env.add_template_owned(NAME, source.to_string())
+            .map_err(|e| {
+                RuntimeError::Template(format!("cannot compile the chat template: {e}"))
+            })?;
+        Ok(ChatTemplate { env })
+    }
+
+    /// Reads `chat_template` from the text of a `tokenizer_config.json`.
+    pub fn from_tokenizer_config(json: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(json).map_err(|e| {
+            RuntimeError::Template(format!("tokenizer_config.json is not JSON: {e}"))
+        })?;
+        let src = v
+            .get("chat_template")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                RuntimeError::Template("tokenizer_config.json has no chat_template string".into())
+            })?;
+        Self::new(src)
+    }
+
+    /// Renders `messages` (OpenAI-style objects with `role`, `content`, optional
+    /// `tool_calls`), with optional `tools` (JSON schemas).
+    pub fn render(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+        add_generation_prompt: bool,
+        enable_thinking: bool,
+    ) -> Result<String> {
+        if !messages.is_array() {
+            return Err(RuntimeError::InvalidRequest(
+                "messages must be an array".into(),
+            ));
+        }
+        let tmpl = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| RuntimeError::Template(e.to_string()))?;
+        let ctx = minijinja::context! {
+            messages => minijinja::Value::from_serialize(messages),
+            tools => tools.map(minijinja::Value::from_serialize),
+            add_generation_prompt => add_generation_prompt,
+            enable_thinking => enable_thinking,
+        };
+        tmpl.render(ctx)
+            .map_err(|e| RuntimeError::Template(format!("rendering the chat template failed: {e}")))
+    }
+
+    /// A single user turn, ready for the assistant's reply.
+    pub fn render_user_prompt(&self, text: &str, enable_thinking: bool) -> Result<String> {
+        let messages = serde_json::json!([{"role": "user", "content": text}]);
+        self.render(&messages, None, true, enable_thinking)
+    }
+}
+
+/// `tojson` as transformers defines it: Python's `json.dumps` with `", "` and `": "`
+/// separators, keys in insertion order, non-ASCII kept, optional `indent`.
+fn python_tojson(
+    value: minijinja::Value,
+    indent: Option<usize>,
+) -> std::result::Result<minijinja::Value, minijinja::Error> {
+    let json: Value = serde_json::to_value(&value).map_err(|e| {
+        minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string())
+    })?;
+    let mut out = Vec::new();
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut out, PythonFormatter { indent, depth: 0 });
+    serde::Serialize::serialize(&json, &mut ser).map_err(|e| {
+        minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string())
+    })?;
+    Ok(minijinja::Value::from_safe_string(
+        String::from_utf8_lossy(&out).into_owned(),
+    ))
+}
+
+/// serde_json formatter reproducing Python's `json.dumps` layout.
+struct PythonFormatter {
+    indent: Option<usize>,
+    depth: usize,
+}
+
+impl PythonFormatter {
+    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
+        if let Some(n) = self.indent {
+            w.write_all(b"\n")?;
+            w.write_all(" ".repeat(n * self.depth).as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        w.write_all(b"[")
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        self.newline(w)?;
+        w.write_all(b"]")
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(if self.indent.is_some() { b"," } else { b", " })?;
+        }
+        self.newline(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        w.write_all(b"{")
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        self.newline(w)?;
+        w.write_all(b"}")
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if !first {
+            w.write_all(if self.indent.is_some() { b"," } else { b", " })?;
+        }
+        self.newline(w)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QWEN_LIKE: &str = "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}\
+{%- if add_generation_prompt %}<|im_start|>assistant\n{{- '<think>\n\n</think>\n\n' if enable_thinking is false }}{%- endif %}";
+
+    #[test]
+    fn renders_messages_and_generation_prompt() {
+        let t = ChatTemplate::new(QWEN_LIKE).unwrap();
+        let out = t.render_user_prompt("hi", false).unwrap();
+        assert_eq!(
+            out,
+            "<|im_start|>user\nhi<|im_end|><|im_start|>assistant<think>\n\n</think>\n\n"
+        );
+    }
+
+    #[test]
+    fn python_string_methods_work() {
+        let t = ChatTemplate::new(
+            "{{ messages[0].content.startswith('<a>') }}|{{ messages[0].content.split('/')[-1] }}",
+        )
+        .unwrap();
+        let out = t
+            .render(
+                &serde_json::json!([{"role": "user", "content": "<a>x/y"}]),
+                None,
+                false,
+                false,
+            )
+            .unwrap();
+        assert_eq!(out, "True|y");
+    }
+
+    #[test]
+    fn tojson_matches_python_json_dumps() {
+        let t = ChatTemplate::new("{{ messages[0] | tojson }}").unwrap();
+        let msgs = serde_json::json!([{"b": 1, "a": [1, "é", {"x": null}]}]);
+        let out = t.render(&msgs, None, false, false).unwrap();
+        assert_eq!(out, r#"{"b": 1, "a": [1, "é", {"x": null}]}"#);
+        // Empty containers print as Python prints them.
+        let t = ChatTemplate::new("{{ messages | tojson }}").unwrap();
+        assert_eq!(
+            t.render(&serde_json::json!([]), None, false, false)
+                .unwrap(),
+            "[]"
+        );
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        assert!(ChatTemplate::new("{% for %}").is_err());
+        let t = ChatTemplate::new("{{ raise_exception('bad role') }}").unwrap();
+        let e = t
+            .render(&serde_json::json!([]), None, false, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad role"), "{e}");
+        assert!(
+            t.render(&serde_json::json!({}), None, false, false)
+                .is_err()
+        );
+        assert!(ChatTemplate::from_tokenizer_config("{}").is_err());
+    }
+}
