@@ -23,5 +23,5 @@ pub use config::{LayerType, Qwen35Config};
 pub use error::{ModelError, Result};
 pub use model::{DecoderLayer, ForwardOutput, Logits, Mixer, Qwen35Model};
 pub use mtp::{MtpHead, MtpOutput};
-pub use state::{AttentionState, GdnState, LayerState, SequenceState};
+pub use state::{AttentionState, GdnState, LayerState, SequenceState, StateCheckpoint};
 pub use weights::{ActivationMode, Embedding, KvCacheDType, LoadOptions};

@@ -122,6 +122,46 @@ impl SequenceState {
         }
     }
 
+    /// Captures what a rollback needs: the recurrent (GDN) states, which cannot be
+    /// truncated, and the attention cache lengths, which can. Its size does not grow
+    /// with the context.
+    pub fn checkpoint(&self) -> StateCheckpoint {
+        StateCheckpoint {
+            position: self.position,
+            layers: self
+                .layers
+                .iter()
+                .map(|l| match l {
+                    LayerState::Attention(a) => CheckpointLayer::AttentionLen(a.len()),
+                    LayerState::Gdn(g) => CheckpointLayer::Gdn(g.clone()),
+                })
+                .collect(),
+        }
+    }
+
+    /// Returns to a checkpoint taken from this state earlier (tokens appended since are
+    /// dropped). Errors if the checkpoint belongs to another state shape.
+    pub fn rollback(&mut self, cp: &StateCheckpoint) -> crate::Result<()> {
+        if cp.layers.len() != self.layers.len() || cp.position > self.position {
+            return Err(crate::ModelError::InvalidInput(
+                "checkpoint does not belong to this sequence state".into(),
+            ));
+        }
+        for (layer, saved) in self.layers.iter_mut().zip(&cp.layers) {
+            match (layer, saved) {
+                (LayerState::Attention(a), CheckpointLayer::AttentionLen(n)) => a.truncate(*n),
+                (LayerState::Gdn(g), CheckpointLayer::Gdn(s)) => g.clone_from(s),
+                _ => {
+                    return Err(crate::ModelError::InvalidInput(
+                        "checkpoint layer pattern differs from the state's".into(),
+                    ));
+                }
+            }
+        }
+        self.position = cp.position;
+        Ok(())
+    }
+
     /// Bytes held by the KV caches and recurrent states.
     pub fn bytes(&self) -> usize {
         self.layers
@@ -132,4 +172,17 @@ impl SequenceState {
             })
             .sum()
     }
+}
+
+/// A rollback point of a [`SequenceState`] (see [`SequenceState::checkpoint`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateCheckpoint {
+    position: usize,
+    layers: Vec<CheckpointLayer>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum CheckpointLayer {
+    AttentionLen(usize),
+    Gdn(GdnState),
 }

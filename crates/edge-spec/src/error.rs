@@ -2,6 +2,12 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
+    /// A request the speculator cannot serve.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// From the model.
+    #[error(transparent)]
+    Model(#[from] edge_model::ModelError),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),
