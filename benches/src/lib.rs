@@ -1,1 +1,272 @@
-//! Shared helpers for the workspace's criterion benchmarks (see `benches/benches/`).
+//! Shared helpers for the workspace's criterion benchmarks (see `benches/benches/`):
+//! random data, the decode shapes, and weight sets large enough that a benchmark
+//! streams them from DRAM instead of the last-level cache.
+
+use edge_core::Bytes;
+use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
+use edge_quant::{Fp8Tensor, Nvfp4Tensor};
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Decode shapes of the Qwen3.5/3.6 27B-class MLP and attention projections, as
+/// `(out_features, in_features)`: 5120→17408 (gate/up), 17408→5120 (down),
+/// 5120→10240 (fused q/gate).
+pub const DECODE_SHAPES: [(usize, usize); 3] = [(17408, 5120), (5120, 17408), (10240, 5120)];
+
+/// Bytes of weights a linear benchmark cycles through: far above the 480 MiB L3 this
+/// VM reports, so every forward pass streams its weights from DRAM.
+pub const WORKING_SET_BYTES: usize = 1 << 30;
+
+/// Memory read loops: wrapping sums of u64 buffers, limited by loads, not by an add
+/// chain (eight independent lanes, so they vectorize).
+pub mod read {
+    use super::*;
+
+    /// A summing read loop.
+    pub type SumFn = fn(&[u64]) -> u64;
+
+    /// One sequential stream.
+    #[inline(always)]
+    pub fn sum_lanes(data: &[u64]) -> u64 {
+        let mut lanes = [0u64; 8];
+        let chunks = data.chunks_exact(8);
+        let tail = chunks
+            .remainder()
+            .iter()
+            .fold(0u64, |a, &b| a.wrapping_add(b));
+        for c in chunks {
+            for (l, &v) in lanes.iter_mut().zip(c) {
+                *l = l.wrapping_add(v);
+            }
+        }
+        lanes.iter().fold(tail, |a, &b| a.wrapping_add(b))
+    }
+
+    /// `S` equal parts of `data` read in lockstep: `S` sequential streams in flight per
+    /// thread, as the paired-row linear kernels have (two rows, each with codes and
+    /// scales), which lets the hardware prefetchers keep more DRAM requests
+    /// outstanding than one stream does.
+    #[inline(always)]
+    pub fn sum_streams<const S: usize>(data: &[u64]) -> u64 {
+        let q = data.len() / (8 * S) * 8;
+        let parts: [&[u64]; S] = std::array::from_fn(|k| &data[k * q..(k + 1) * q]);
+        let mut lanes = [0u64; 8];
+        for i in (0..q).step_by(8) {
+            for p in &parts {
+                for (l, &v) in lanes.iter_mut().zip(&p[i..i + 8]) {
+                    *l = l.wrapping_add(v);
+                }
+            }
+        }
+        lanes
+            .iter()
+            .fold(sum_lanes(&data[S * q..]), |x, &y| x.wrapping_add(y))
+    }
+
+    /// [`sum_lanes`] for the build's baseline target.
+    pub fn one_stream(data: &[u64]) -> u64 {
+        sum_lanes(data)
+    }
+
+    /// [`sum_streams`] with 4 streams for the build's baseline target.
+    pub fn four_streams(data: &[u64]) -> u64 {
+        sum_streams::<4>(data)
+    }
+
+    /// [`sum_streams`] with 8 streams for the build's baseline target.
+    pub fn eight_streams(data: &[u64]) -> u64 {
+        sum_streams::<8>(data)
+    }
+
+    /// `sum` over 4 MiB pieces on the rayon global pool.
+    pub fn par_sum(data: &[u64], sum: SumFn) -> u64 {
+        data.par_chunks(1 << 19)
+            .map(sum)
+            .reduce(|| 0, u64::wrapping_add)
+    }
+
+    /// A `bytes`-long buffer of u64, written (not calloc'ed zero pages), so reads
+    /// really touch DRAM.
+    pub fn buffer(bytes: usize) -> Vec<u64> {
+        (0..(bytes / 8) as u64).collect()
+    }
+}
+
+/// A xorshift64* generator: fast, deterministic benchmark data.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in [-1, 1).
+    pub fn value(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
+
+    /// `n` values uniform in [-1, 1).
+    pub fn values(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.value()).collect()
+    }
+}
+
+/// The weight formats (and activation modes) the linear benchmark measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BenchFormat {
+    /// f32 weights.
+    F32,
+    /// bf16 weights.
+    Bf16,
+    /// FP8 E4M3 weights with a per-tensor scale.
+    Fp8,
+    /// NVFP4 weights, f32 activations (W4A16).
+    Nvfp4,
+    /// NVFP4 weights and run-time NVFP4 activations (W4A4 emulation).
+    Nvfp4W4a4,
+}
+
+impl BenchFormat {
+    /// Every format, in report order.
+    pub const ALL: [BenchFormat; 5] = [
+        BenchFormat::Nvfp4,
+        BenchFormat::Nvfp4W4a4,
+        BenchFormat::Bf16,
+        BenchFormat::Fp8,
+        BenchFormat::F32,
+    ];
+
+    /// The benchmark id of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchFormat::F32 => "f32",
+            BenchFormat::Bf16 => "bf16",
+            BenchFormat::Fp8 => "fp8",
+            BenchFormat::Nvfp4 => "nvfp4-w4a16",
+            BenchFormat::Nvfp4W4a4 => "nvfp4-w4a4",
+        }
+    }
+
+    /// Weight bytes of one `[out, in]` layer in this format.
+    pub fn layer_bytes(self, out: usize, inp: usize) -> usize {
+        let n = out * inp;
+        match self {
+            BenchFormat::F32 => 4 * n,
+            BenchFormat::Bf16 => 2 * n,
+            BenchFormat::Fp8 => n,
+            BenchFormat::Nvfp4 | BenchFormat::Nvfp4W4a4 => n / 2 + n / 16,
+        }
+    }
+}
+
+/// E4M3 bytes with the two NaN codes replaced by their neighbours.
+fn no_nan(mut b: Vec<u8>) -> Vec<u8> {
+    for v in &mut b {
+        if *v & 0x7f == 0x7f {
+            *v ^= 1;
+        }
+    }
+    b
+}
+
+/// Distinct random `[out, in]` layers of `format` whose weights add up to at least
+/// `min_total` bytes (at least two layers). Quantized layers share one backing store,
+/// as layers of a memory-mapped checkpoint do.
+pub fn make_layers(
+    format: BenchFormat,
+    out: usize,
+    inp: usize,
+    min_total: usize,
+    seed: u64,
+) -> Vec<Linear> {
+    let per = format.layer_bytes(out, inp);
+    let count = min_total.div_ceil(per).max(2);
+    let mut rng = Rng::new(seed);
+    let n = out * inp;
+    if format == BenchFormat::F32 {
+        return (0..count)
+            .map(|_| Linear::new(out, inp, LinearWeight::F32(rng.values(n))).unwrap())
+            .collect();
+    }
+    let mut store = rng.bytes(per * count);
+    if format == BenchFormat::Bf16 {
+        // Finite bf16 values in [-2, 2): exponent field forced into 0x70..=0x7f.
+        for p in store.chunks_exact_mut(2) {
+            p[1] = (p[1] & 0x80) | 0x38 | (p[1] & 0x07);
+        }
+    } else if format == BenchFormat::Fp8 {
+        store = no_nan(store);
+    }
+    let store = Arc::new(store);
+    let slice = |r: std::ops::Range<usize>| Bytes::from_shared(store.clone(), r).unwrap();
+    (0..count)
+        .map(|i| {
+            let base = i * per;
+            let weight = match format {
+                BenchFormat::Bf16 => LinearWeight::Bf16(slice(base..base + per)),
+                BenchFormat::Fp8 => LinearWeight::Fp8(
+                    Fp8Tensor::from_parts(out, inp, slice(base..base + n), 0.01).unwrap(),
+                ),
+                _ => {
+                    let codes = slice(base..base + n / 2);
+                    // Block scales 0x30..0x3f (0.25..0.9375): finite, positive.
+                    let scales = (0..n / 16)
+                        .map(|_| 0x30 | (rng.next_u64() as u8 & 0xf))
+                        .collect::<Vec<u8>>();
+                    LinearWeight::Nvfp4(
+                        Nvfp4Tensor::from_parts(out, inp, codes, scales, 1e-3).unwrap(),
+                    )
+                }
+            };
+            let lin = Linear::new(out, inp, weight).unwrap();
+            if format == BenchFormat::Nvfp4W4a4 {
+                // Activations are uniform in [-1, 1): calibrated amax 1.
+                let act = ActivationQuant::Nvfp4 {
+                    input_scale: 1.0 / 2688.0,
+                };
+                lin.with_activation_quant(act).unwrap()
+            } else {
+                lin
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_have_the_requested_size() {
+        for f in BenchFormat::ALL {
+            let layers = make_layers(f, 8, 32, 1000, 1);
+            assert!(layers.len() * f.layer_bytes(8, 32) >= 1000);
+            assert_eq!(layers[0].weight_bytes(), f.layer_bytes(8, 32), "{f:?}");
+            let mut y = vec![0.0; 8];
+            layers[1]
+                .forward(&Rng::new(2).values(32), 1, &mut y)
+                .unwrap();
+            assert!(y.iter().all(|v| v.is_finite()), "{f:?}");
+        }
+    }
+}

@@ -184,7 +184,13 @@ proptest! {
 fn decode_shapes_spot_check() {
     // One real decode-like shape per NVFP4 mode (segments and a full SIMD chunk count).
     check_case(Format::Nvfp4, 1, 64, 5120, 7);
+    check_case(Format::Nvfp4, 11, 40, 2048 + 48, 9);
     check_case(Format::Nvfp4W4a4, 3, 48, 4096 + 16, 8);
+    // One token with rows long enough for the paired-row kernels, odd row counts.
+    check_case(Format::Nvfp4, 1, 7, 8192 + 144, 10);
+    check_case(Format::Bf16, 1, 5, 8192 + 3, 11);
+    check_case(Format::Fp8, 1, 5, 8192 + 70, 12);
+    check_case(Format::F32, 1, 3, 77, 13);
 }
 
 #[test]

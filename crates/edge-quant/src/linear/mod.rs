@@ -33,8 +33,8 @@
 //! the dequantized weight. The only differences are f32 summation order and where the
 //! scales are multiplied in. NaN weights propagate to NaN outputs on both paths.
 
-mod observer;
 mod fast;
+mod observer;
 mod reference;
 #[cfg(test)]
 mod tests;

@@ -112,7 +112,7 @@ impl Nvfp4Tensor {
 
 /// NVFP4 needs whole 16-element blocks along a row.
 pub(crate) fn check_cols(cols: usize) -> Result<()> {
-    if cols % BLOCK == 0 {
+    if cols.is_multiple_of(BLOCK) {
         Ok(())
     } else {
         Err(QuantError::NotMultiple {

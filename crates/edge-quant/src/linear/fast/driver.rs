@@ -1,7 +1,7 @@
 //! The generic fast-path driver: activation preparation, rayon tiling over output
 //! rows, and the per-row segment loop over one [`Isa`]'s kernels.
 
-use super::{A4Act, Isa, Perm, SEG, SimdLevel, portable::Portable};
+use super::{A4Act, Isa, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
 use crate::error::{QuantError, Result};
 use crate::formats::{e2m1, e4m3};
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
@@ -168,13 +168,6 @@ fn prepare_a4(
     Ok(a)
 }
 
-/// `(start, len)` of each weight segment of a row.
-fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..n_in)
-        .step_by(SEG)
-        .map(move |k0| (k0, SEG.min(n_in - k0)))
-}
-
 /// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and
 /// stores `scale · acc`.
 fn each_row(
@@ -194,6 +187,37 @@ fn each_row(
     }
 }
 
+/// Inputs `[k0, k0 + len)` of row `r` of an f32, bf16 or FP8 weight as f32 (FP8 with
+/// the 2⁻⁸ unit, see [`row_scale`]): borrowed for f32, decoded into `buf` otherwise.
+#[allow(clippy::too_many_arguments)]
+fn row_segment<'a, I: Isa>(
+    isa: I,
+    w: &'a LinearWeight,
+    r: usize,
+    n_in: usize,
+    k0: usize,
+    len: usize,
+    buf: &'a mut [f32],
+) -> &'a [f32] {
+    let e = r * n_in + k0;
+    let dst = &mut buf[..len];
+    match w {
+        LinearWeight::F32(v) => return &v[e..e + len],
+        LinearWeight::Bf16(b) => isa.decode_bf16(&b[2 * e..2 * (e + len)], dst),
+        LinearWeight::Fp8(t) => isa.decode_fp8(&t.codes()[e..e + len], dst),
+        LinearWeight::Nvfp4(_) => unreachable!("NVFP4 rows use Isa::nvfp4_rows"),
+    }
+    dst
+}
+
+/// The factor that turns [`row_segment`] dot products into outputs.
+fn row_scale(w: &LinearWeight) -> f32 {
+    match w {
+        LinearWeight::Fp8(t) => t.scale() * 256.0,
+        _ => 1.0,
+    }
+}
+
 /// Computes output rows `r0..r0 + tile.len()/tokens` for all tokens.
 fn compute_rows<I: Isa>(
     isa: I,
@@ -206,36 +230,46 @@ fn compute_rows<I: Isa>(
     let n_in = lin.in_features();
     let mut buf = vec![0.0f32; SEG.min(n_in)];
     match (lin.weight(), act) {
-        (LinearWeight::F32(w), Act::F32(xs)) => each_row(tile, tokens, r0, 1.0, |r, acc| {
-            for (k0, len) in segments(n_in) {
-                isa.dot(&w[r * n_in + k0..][..len], &xs[k0..], n_in, acc);
-            }
-        }),
-        (LinearWeight::Bf16(b), Act::F32(xs)) => each_row(tile, tokens, r0, 1.0, |r, acc| {
-            for (k0, len) in segments(n_in) {
-                isa.decode_bf16(&b[2 * (r * n_in + k0)..][..2 * len], &mut buf[..len]);
-                isa.dot(&buf[..len], &xs[k0..], n_in, acc);
-            }
-        }),
-        (LinearWeight::Fp8(t), Act::F32(xs)) => {
-            each_row(tile, tokens, r0, t.scale() * 256.0, |r, acc| {
-                for (k0, len) in segments(n_in) {
-                    isa.decode_fp8(&t.codes()[r * n_in + k0..][..len], &mut buf[..len]);
-                    isa.dot(&buf[..len], &xs[k0..], n_in, acc);
-                }
-            })
-        }
         (LinearWeight::Nvfp4(t), Act::F32(xs)) => {
-            each_row(tile, tokens, r0, t.global_scale() * 256.0, |r, acc| {
-                for (k0, len) in segments(n_in) {
-                    let e = r * n_in + k0;
-                    let codes = &t.codes()[e / 2..][..len / 2];
-                    let scales = &t.scales()[e / BLOCK..][..len / BLOCK];
-                    isa.decode_nvfp4(codes, scales, &mut buf[..len]);
-                    isa.dot(&buf[..len], &xs[k0..], n_in, acc);
-                }
-            })
+            let rows = tile.len() / tokens;
+            let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
+            let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
+            isa.nvfp4_rows(codes, scales, n_in, xs, tokens, tile, &mut buf);
+            let scale = t.global_scale() * 256.0;
+            tile.iter_mut().for_each(|y| *y *= scale);
         }
+        (w, Act::F32(xs))
+            if tokens == 1 && (n_in >= PAIR_MIN_INPUTS || matches!(w, LinearWeight::F32(_))) =>
+        {
+            // One token: rows in pairs, so each activation load serves two rows (and f32
+            // weights, read straight from memory, get two streams in flight).
+            let mut buf2 = vec![0.0f32; SEG.min(n_in)];
+            for (i, y) in tile.chunks_mut(2).enumerate() {
+                let r = r0 + 2 * i;
+                let mut acc = [0.0f32; 2];
+                for (k0, len) in segments(n_in) {
+                    let x = &xs[k0..k0 + len];
+                    let w0 = row_segment(isa, w, r, n_in, k0, len, &mut buf);
+                    if y.len() == 2 {
+                        let w1 = row_segment(isa, w, r + 1, n_in, k0, len, &mut buf2);
+                        let [a, b] = isa.dot2(w0, w1, x);
+                        acc[0] += a;
+                        acc[1] += b;
+                    } else {
+                        isa.dot(w0, x, n_in, &mut acc[..1]);
+                    }
+                }
+                for (o, a) in y.iter_mut().zip(acc) {
+                    *o = a * row_scale(w);
+                }
+            }
+        }
+        (w, Act::F32(xs)) => each_row(tile, tokens, r0, row_scale(w), |r, acc| {
+            for (k0, len) in segments(n_in) {
+                let w0 = row_segment(isa, w, r, n_in, k0, len, &mut buf);
+                isa.dot(w0, &xs[k0..], n_in, acc);
+            }
+        }),
         (LinearWeight::Nvfp4(t), Act::A4(a, input_scale)) => {
             // Products of doubled codes are 4× too large; weight scales carry 2⁻⁸.
             let scale = input_scale * t.global_scale() * 64.0;

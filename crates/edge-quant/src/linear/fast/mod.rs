@@ -25,6 +25,13 @@ use std::sync::OnceLock;
 /// Inputs per decoded weight segment. A multiple of every [`Perm::chunk`].
 pub(crate) const SEG: usize = 2048;
 
+/// With one token, rows of at least this many inputs are processed several at a time
+/// (pairs for bf16/FP8, four for NVFP4 on AVX-512) so that each activation load serves
+/// several rows: from here on the f32 activation row (32 KiB) no longer fits L1 next
+/// to the weight streams, and dividing its L2 traffic pays. Below it the single-row
+/// loop is faster (measured on the AVX-512 dev machine).
+pub(crate) const PAIR_MIN_INPUTS: usize = 8192;
+
 /// The instruction-set level of a fast-path kernel family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SimdLevel {
@@ -90,6 +97,13 @@ pub fn simd_level() -> SimdLevel {
             .find(|l| l.is_available())
             .unwrap_or(SimdLevel::Portable)
     })
+}
+
+/// `(start, len)` of each [`SEG`]-input segment of a row of `n_in` inputs.
+pub(crate) fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n_in)
+        .step_by(SEG)
+        .map(move |k0| (k0, SEG.min(n_in - k0)))
 }
 
 /// An element order within fixed-size chunks of a row. Position `p` of a permuted
@@ -169,6 +183,14 @@ pub(crate) trait Isa: Copy + Send + Sync {
     /// `acc[t] += Σ_i w[i] · xs[t·stride + i]`.
     fn dot(self, w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]);
 
+    /// Two dot products sharing each activation load: `[Σ w0·x, Σ w1·x]`.
+    fn dot2(self, w0: &[f32], w1: &[f32], x: &[f32]) -> [f32; 2] {
+        let mut acc = [0.0f32; 2];
+        self.dot(w0, x, 0, &mut acc[..1]);
+        self.dot(w1, x, 0, &mut acc[1..]);
+        acc
+    }
+
     /// Widens little-endian bf16 bytes (`2·dst.len()`) to f32.
     fn decode_bf16(self, src: &[u8], dst: &mut [f32]);
 
@@ -178,6 +200,33 @@ pub(crate) trait Isa: Copy + Send + Sync {
     /// Decodes NVFP4 codes (`dst.len()/2` bytes) and block scales (`dst.len()/16`) to
     /// `E2M1[q] · e4m3(SF) · 2⁻⁸` in [`Isa::NVFP4_PERM`] order.
     fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]);
+
+    /// NVFP4 W4A16 for a tile of whole rows: `out[r·tokens + t] = Σ_k ŵ[r][k] ·
+    /// xs[t·n_in + k]` for the `out.len()/tokens` rows whose codes and block scales are
+    /// given, with `ŵ` as [`Isa::decode_nvfp4`] produces it and `xs` in that order
+    /// (`out` is overwritten). The default decodes [`SEG`]-input segments into `buf`
+    /// (at least `min(SEG, n_in)` floats) and calls [`Isa::dot`]; ISAs may fuse the two.
+    #[allow(clippy::too_many_arguments)]
+    fn nvfp4_rows(
+        self,
+        codes: &[u8],
+        scales: &[u8],
+        n_in: usize,
+        xs: &[f32],
+        tokens: usize,
+        out: &mut [f32],
+        buf: &mut [f32],
+    ) {
+        for (r, acc) in out.chunks_exact_mut(tokens).enumerate() {
+            acc.fill(0.0);
+            for (k0, len) in segments(n_in) {
+                let e = r * n_in + k0;
+                let w = &mut buf[..len];
+                self.decode_nvfp4(&codes[e / 2..][..len / 2], &scales[e / 16..][..len / 16], w);
+                self.dot(w, &xs[k0..], n_in, acc);
+            }
+        }
+    }
 
     /// Decodes NVFP4 codes to `2·E2M1[q] + 12` bytes in [`Isa::A4_PERM`] order and
     /// block scales to `wsc[g] = e4m3(SF[g/2]) · 2⁻⁸` per 8-element group.
@@ -216,6 +265,112 @@ mod tests {
         assert_eq!(&dst[..3], &[0, 8, 16]);
         assert_eq!(dst[16], 1);
         assert_eq!(&dst[128..], &src[128..]);
+    }
+
+    /// Deterministic bytes.
+    fn bytes(n: usize, seed: u64) -> Vec<u8> {
+        let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    /// Equal values (±0 alike: integer tables have no −0) or both NaN.
+    fn same(a: f32, b: f32) -> bool {
+        a == b || (a.is_nan() && b.is_nan())
+    }
+
+    /// Every decoder of `isa` against the portable one, through its permutations;
+    /// NaN codes and scales, subnormals and row tails included.
+    fn check_isa<I: Isa>(isa: I) {
+        let n = 2 * SEG.min(1024) + 48;
+        let codes = bytes(n / 2, 1);
+        let mut scales = bytes(n / 16, 2);
+        scales[5] = 0x7f;
+        scales[20] = 0x03;
+        let mut fp8: Vec<u8> = (0..=255u8).cycle().take(n).collect();
+        fp8.rotate_left(7);
+
+        let (mut want, mut got) = (vec![0.0f32; n], vec![0.0f32; n]);
+        portable::decode_nvfp4(&codes, &scales, &mut want);
+        isa.decode_nvfp4(&codes, &scales, &mut got);
+        let mut permuted = vec![0.0f32; n];
+        I::NVFP4_PERM.apply(&want, &mut permuted);
+        let bad = got.iter().zip(&permuted).position(|(a, b)| !same(*a, *b));
+        assert_eq!(bad, None, "nvfp4 {:?}", bad.map(|i| (got[i], permuted[i])));
+
+        portable::decode_fp8(&fp8, &mut want);
+        isa.decode_fp8(&fp8, &mut got);
+        assert!(got.iter().zip(&want).all(|(a, b)| same(*a, *b)), "fp8");
+
+        let bf = bytes(2 * n + 1, 3);
+        portable::decode_bf16(&bf[1..], &mut want);
+        isa.decode_bf16(&bf[1..], &mut got);
+        assert!(got.iter().zip(&want).all(|(a, b)| same(*a, *b)), "bf16");
+
+        let (mut wq0, mut wsc0) = (vec![0u8; n], vec![0.0f32; n / 8]);
+        let (mut wq1, mut wsc1) = (vec![0u8; n], vec![0.0f32; n / 8]);
+        portable::decode_w4(&codes, &scales, &mut wq0, &mut wsc0);
+        isa.decode_w4(&codes, &scales, &mut wq1, &mut wsc1);
+        let mut wq_perm = vec![0u8; n];
+        I::A4_PERM.apply(&wq0, &mut wq_perm);
+        assert_eq!(wq1, wq_perm, "w4 codes");
+        assert!(
+            wsc1.iter().zip(&wsc0).all(|(a, b)| same(*a, *b)),
+            "w4 scales"
+        );
+
+        // The row kernel against the decode-then-dot default, 1 and 9 tokens.
+        scales[5] = 0x38;
+        for tokens in [1, 9] {
+            let rows = 3;
+            let codes = bytes(rows * n / 2, 4);
+            let scales = bytes(rows * n / 16, 5)
+                .iter()
+                .map(|b| b & 0x77)
+                .collect::<Vec<_>>();
+            let xs: Vec<f32> = bytes(tokens * n, 6)
+                .iter()
+                .map(|&b| b as f32 / 64.0 - 2.0)
+                .collect();
+            let mut buf = vec![0.0f32; SEG];
+            let (mut a, mut b) = (vec![0.0f32; rows * tokens], vec![0.0f32; rows * tokens]);
+            isa.nvfp4_rows(&codes, &scales, n, &xs, tokens, &mut a, &mut buf);
+            for (r, acc) in b.chunks_exact_mut(tokens).enumerate() {
+                let mut w = vec![0.0f32; n];
+                I::decode_nvfp4(
+                    isa,
+                    &codes[r * n / 2..][..n / 2],
+                    &scales[r * n / 16..][..n / 16],
+                    &mut w,
+                );
+                isa.dot(&w, &xs, n, acc);
+            }
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "rows: {x} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_isa_decodes_like_the_portable_kernels() {
+        check_isa(portable::Portable);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(isa) = x86::Avx2::detect() {
+                check_isa(isa);
+            }
+            if let Some(isa) = x86::Avx512::detect() {
+                check_isa(isa);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        check_isa(aarch64::Neon);
     }
 
     #[test]

@@ -10,8 +10,23 @@
 //!   with ones gives one exact 32-bit sum per 8-element group.
 
 use super::super::portable::{self, OFFSET_DOUBLED};
+use super::super::segments;
 use crate::formats::e2m1;
 use core::arch::x86_64::*;
+
+/// How far ahead of the bytes being decoded weights are prefetched (as for AVX-512).
+const PREFETCH_BYTES: usize = 4096;
+
+/// Prefetches `data[at + PREFETCH_BYTES]` into L2 (an L2 prefetch holds no L1 fill
+/// buffer while it waits for DRAM, so more lines can be in flight).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn prefetch(data: &[u8], at: usize) {
+    // `wrapping_add` keeps the address computation defined past the end of the slice,
+    // and a prefetch is only a hint: it never faults and changes no memory.
+    let p = data.as_ptr().wrapping_add(at + PREFETCH_BYTES);
+    _mm_prefetch::<_MM_HINT_T1>(p.cast());
+}
 
 /// Sum of the 8 lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -69,12 +84,23 @@ fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
     out
 }
 
+/// Two dot products sharing each activation load.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn dot2(w0: &[f32], w1: &[f32], x: &[f32]) -> [f32; 2] {
+    let x = &x[..w0.len()];
+    let sums = dot4(x, [w0, w1, w0, w1]);
+    [sums[0], sums[1]]
+}
+
 /// Little-endian bf16 to f32.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn decode_bf16(src: &[u8], dst: &mut [f32]) {
     let n = dst.len();
     let mut i = 0;
     while i + 8 <= n {
+        if i % 32 == 0 {
+            prefetch(src, 2 * i);
+        }
         // SAFETY: `src` holds 2n bytes, so bytes [2i, 2i + 16) and floats [i, i + 8) are
         // in bounds.
         unsafe {
@@ -108,6 +134,9 @@ pub(super) fn decode_fp8(src: &[u8], dst: &mut [f32]) {
     let n = dst.len();
     let mut i = 0;
     while i + 16 <= n {
+        if i % 64 == 0 {
+            prefetch(src, i);
+        }
         // SAFETY: `src` and `dst` hold n elements and i + 16 <= n.
         unsafe {
             let v = _mm_loadu_si128(src.as_ptr().add(i).cast());
@@ -138,6 +167,9 @@ pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
         // Half of each block scale: the table holds doubled values.
         portable::decode_fp8(&scales[4 * c..4 * c + 4], &mut sc);
         let s = sc.map(|v| _mm256_set1_ps(0.5 * v));
+        if c % 2 == 0 {
+            prefetch(codes, 32 * c);
+        }
         // SAFETY: chunk c reads codes [32c, 32c + 32) and writes dst [64c, 64c + 64),
         // within 32·chunks <= codes.len() and 64·chunks <= dst.len().
         unsafe {
@@ -159,6 +191,30 @@ pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
     portable::decode_nvfp4(&codes[c0..], &scales[s0..], &mut dst[d0..]);
 }
 
+/// NVFP4 W4A16 for a tile of rows: the trait's default (decode into `buf`, then
+/// [`dot`]), compiled with this module's features.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn nvfp4_rows(
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    xs: &[f32],
+    tokens: usize,
+    out: &mut [f32],
+    buf: &mut [f32],
+) {
+    for (r, acc) in out.chunks_exact_mut(tokens).enumerate() {
+        acc.fill(0.0);
+        for (k0, len) in segments(n_in) {
+            let e = r * n_in + k0;
+            let w = &mut buf[..len];
+            decode_nvfp4(&codes[e / 2..][..len / 2], &scales[e / 16..][..len / 16], w);
+            dot(w, &xs[k0..], n_in, acc);
+        }
+    }
+}
+
 /// NVFP4 to offset doubled bytes in `EvenOdd(64)` order, and per-group scales.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
@@ -168,6 +224,9 @@ pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f
         _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
     let low = _mm256_set1_epi8(0x0f);
     for c in 0..chunks {
+        if c % 2 == 0 {
+            prefetch(codes, 32 * c);
+        }
         // SAFETY: chunk c reads codes [32c, 32c + 32) and writes wq [64c, 64c + 64),
         // within 64·chunks <= wq.len() = 2·codes.len().
         unsafe {

@@ -53,6 +53,11 @@ macro_rules! forward_isa {
                 unsafe { $module::dot(w, xs, stride, acc) }
             }
 
+            fn dot2(self, w0: &[f32], w1: &[f32], x: &[f32]) -> [f32; 2] {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::dot2(w0, w1, x) }
+            }
+
             fn decode_bf16(self, src: &[u8], dst: &mut [f32]) {
                 // SAFETY: the token exists only if `detect` found the kernel's features.
                 unsafe { $module::decode_bf16(src, dst) }
@@ -66,6 +71,20 @@ macro_rules! forward_isa {
             fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]) {
                 // SAFETY: the token exists only if `detect` found the kernel's features.
                 unsafe { $module::decode_nvfp4(codes, scales, dst) }
+            }
+
+            fn nvfp4_rows(
+                self,
+                codes: &[u8],
+                scales: &[u8],
+                n_in: usize,
+                xs: &[f32],
+                tokens: usize,
+                out: &mut [f32],
+                buf: &mut [f32],
+            ) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $module::nvfp4_rows(codes, scales, n_in, xs, tokens, out, buf) }
             }
 
             fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
