@@ -1,26 +1,35 @@
 //! `edge-llm generate`.
 
 use super::{parse_ids, write_logits};
+use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
-use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Qwen35Model};
-use edge_runtime::{GenerateRequest, SamplingParams, Tokenizer, generate};
+use edge_model::{ActivationMode, KvCacheDType, LoadOptions};
+use edge_runtime::{GenerateRequest, SamplingParams, generate};
 use std::path::PathBuf;
 
 /// Flags of `generate`.
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Model directory (config.json, safetensors, tokenizer.json).
+    /// Model directory (config.json, safetensors, tokenizer.json). Without it the
+    /// embedded demo model runs.
     #[arg(long)]
-    pub model: PathBuf,
-    /// Prompt text (needs tokenizer.json in the model directory).
+    pub model: Option<PathBuf>,
+    /// Prompt text: sent as a user message through the model's chat template (unless
+    /// --raw); needs tokenizer.json.
     #[arg(long, conflicts_with = "prompt_ids")]
     pub prompt: Option<String>,
-    /// Prompt as comma-separated token ids.
+    /// Prompt as comma-separated token ids (used as is).
     #[arg(long)]
     pub prompt_ids: Option<String>,
+    /// Tokenize --prompt as is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Let the model think (`enable_thinking` in the chat template).
+    #[arg(long)]
+    pub think: bool,
     /// Most tokens to generate.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     pub max_new_tokens: usize,
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
@@ -44,26 +53,26 @@ pub struct GenerateArgs {
 
 /// Runs `generate`.
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load_with(
-        &a.model,
-        LoadOptions {
-            activations: a.act_quant,
-            kv_cache: a.kv_cache,
-        },
-    )?;
-    let tokenizer_path = a.model.join("tokenizer.json");
-    let tokenizer = tokenizer_path
-        .exists()
-        .then(|| Tokenizer::from_file(&tokenizer_path))
-        .transpose()?;
+    let opts = LoadOptions {
+        activations: a.act_quant,
+        kv_cache: a.kv_cache,
+    };
+    let bundle = Bundle::load(a.model.as_deref(), opts)?;
     let prompt = match (&a.prompt, &a.prompt_ids) {
         (_, Some(ids)) => parse_ids(ids)?,
-        (Some(text), None) => tokenizer
-            .as_ref()
-            .ok_or_else(|| CliError::Usage(format!("--prompt needs {}", tokenizer_path.display())))?
-            .encode(text)?,
+        (Some(text), None) => {
+            let tokenizer = bundle.tokenizer.as_ref().ok_or_else(|| {
+                CliError::Usage("--prompt needs tokenizer.json in the model directory".into())
+            })?;
+            let text = match (&bundle.template, a.raw) {
+                (Some(t), false) => t.render_user_prompt(text, a.think)?,
+                _ => text.clone(),
+            };
+            tokenizer.encode(&text)?
+        }
         (None, None) => return Err(CliError::Usage("give --prompt or --prompt-ids".into())),
     };
+    let model = &bundle.model;
     let req = GenerateRequest {
         prompt,
         max_new_tokens: a.max_new_tokens,
@@ -75,11 +84,11 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         stop_tokens: model.config().eos_token_ids.clone(),
         record_logits: a.logits_out.is_some(),
     };
-    let out = generate(&model, &req)?;
+    let out = generate(model, &req)?;
     if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
         write_logits(path, logits, out.tokens.len(), model.config().vocab_size)?;
     }
-    let text = match &tokenizer {
+    let text = match &bundle.tokenizer {
         Some(t) => t.decode(&out.tokens)?,
         None => String::new(),
     };
@@ -95,7 +104,7 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
             "stop_reason": format!("{:?}", out.stop).to_lowercase(),
         });
         println!("{v}");
-    } else if tokenizer.is_some() {
+    } else if bundle.tokenizer.is_some() {
         println!("{text}");
     } else {
         let ids: Vec<String> = out.tokens.iter().map(|t| t.to_string()).collect();

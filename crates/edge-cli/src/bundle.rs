@@ -1,0 +1,90 @@
+//! The model a command runs: a directory given with `--model`, or the demo model
+//! embedded in the binary (cargo feature `embedded-model`, on by default).
+
+use crate::cli_error::CliError;
+use edge_model::{LoadOptions, Qwen35Model};
+use edge_runtime::{ChatTemplate, Tokenizer};
+use std::path::Path;
+
+/// A model with its tokenizer and chat template (when it has them).
+pub struct Bundle {
+    /// The model.
+    pub model: Qwen35Model,
+    /// `tokenizer.json`, if present.
+    pub tokenizer: Option<Tokenizer>,
+    /// The chat template from `tokenizer_config.json`, if present.
+    pub template: Option<ChatTemplate>,
+}
+
+impl Bundle {
+    /// Loads `dir`, or the embedded model when `dir` is `None`.
+    pub fn load(dir: Option<&Path>, opts: LoadOptions) -> Result<Self, CliError> {
+        match dir {
+            Some(dir) => Self::from_dir(dir, opts),
+            None => embedded::load(opts),
+        }
+    }
+
+    fn from_dir(dir: &Path, opts: LoadOptions) -> Result<Self, CliError> {
+        let model = Qwen35Model::load_with(dir, opts)?;
+        let tok_path = dir.join("tokenizer.json");
+        let tokenizer = tok_path
+            .exists()
+            .then(|| Tokenizer::from_file(&tok_path))
+            .transpose()?;
+        let cfg_path = dir.join("tokenizer_config.json");
+        let template = match std::fs::read_to_string(&cfg_path) {
+            Ok(text) if text.contains("\"chat_template\"") => {
+                Some(ChatTemplate::from_tokenizer_config(&text)?)
+            }
+            _ => None,
+        };
+        Ok(Bundle {
+            model,
+            tokenizer,
+            template,
+        })
+    }
+}
+
+#[cfg(feature = "embedded-model")]
+mod embedded {
+    use super::*;
+    use edge_model::{Checkpoint, Qwen35Config};
+
+    const CONFIG: &str = include_str!("../../../models/demo/config.json");
+    const GENERATION: &str = include_str!("../../../models/demo/generation_config.json");
+    static WEIGHTS: &[u8] = include_bytes!("../../../models/demo/model.safetensors");
+    static TOKENIZER: &[u8] = include_bytes!("../../../models/demo/tokenizer.json");
+    const TOKENIZER_CONFIG: &str = include_str!("../../../models/demo/tokenizer_config.json");
+
+    pub fn load(opts: LoadOptions) -> Result<Bundle, CliError> {
+        let parse = |text: &str, what: &str| {
+            serde_json::from_str::<serde_json::Value>(text)
+                .map_err(|e| CliError::Usage(format!("embedded {what} is not valid JSON: {e}")))
+        };
+        let config = Qwen35Config::from_json(
+            &parse(CONFIG, "config.json")?,
+            Some(&parse(GENERATION, "generation_config.json")?),
+        )?;
+        let ckpt = Checkpoint::from_static("<embedded demo model>", WEIGHTS)?;
+        let model = Qwen35Model::from_checkpoint(config, &ckpt, opts)?;
+        Ok(Bundle {
+            model,
+            tokenizer: Some(Tokenizer::from_bytes(TOKENIZER)?),
+            template: Some(ChatTemplate::from_tokenizer_config(TOKENIZER_CONFIG)?),
+        })
+    }
+}
+
+#[cfg(not(feature = "embedded-model"))]
+mod embedded {
+    use super::*;
+
+    pub fn load(_: LoadOptions) -> Result<Bundle, CliError> {
+        Err(CliError::Usage(
+            "no --model given and this build has no embedded model (feature `embedded-model`)"
+                .into(),
+        ))
+    }
+}
