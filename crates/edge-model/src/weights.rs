@@ -105,7 +105,7 @@ impl WeightReader<'_> {
     }
 
     fn nvfp4(&self, prefix: &str, w: &TensorView, out: usize, inp: usize) -> Result<Linear> {
-        if inp % 16 != 0 {
+        if !inp.is_multiple_of(16) {
             return Err(ModelError::InvalidInput(format!(
                 "{prefix}: NVFP4 needs in_features divisible by 16, config gives {inp}"
             )));

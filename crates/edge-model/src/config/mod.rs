@@ -162,7 +162,10 @@ impl Qwen35Config {
                 return Err(ModelError::config(field, "must be greater than 0"));
             }
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self
+            .num_attention_heads
+            .is_multiple_of(self.num_key_value_heads)
+        {
             return Err(ModelError::config(
                 "num_attention_heads",
                 format!(
@@ -171,7 +174,10 @@ impl Qwen35Config {
                 ),
             ));
         }
-        if self.linear_num_value_heads % self.linear_num_key_heads != 0 {
+        if !self
+            .linear_num_value_heads
+            .is_multiple_of(self.linear_num_key_heads)
+        {
             return Err(ModelError::config(
                 "linear_num_value_heads",
                 format!(
@@ -193,7 +199,7 @@ impl Qwen35Config {
         let rot = self.rotary_dim();
         if !(self.partial_rotary_factor > 0.0 && self.partial_rotary_factor <= 1.0)
             || rot == 0
-            || rot % 2 != 0
+            || !rot.is_multiple_of(2)
         {
             return Err(ModelError::config(
                 "partial_rotary_factor",

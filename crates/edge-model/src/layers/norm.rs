@@ -76,7 +76,7 @@ mod tests {
         let mut o = vec![1.0, -1.0];
         gated_rms_norm(&mut o, &[0.0, 2.0], &[2.0, 1.0], 0.0);
         assert_eq!(o[0], 0.0); // silu(0) = 0
-        assert!((o[1] - (-1.0 * silu(2.0))).abs() < 1e-6);
+        assert!((o[1] - -silu(2.0)).abs() < 1e-6);
     }
 
     #[test]
