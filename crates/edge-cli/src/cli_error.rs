@@ -10,6 +10,9 @@ pub enum CliError {
     /// From the runtime crate.
     #[error(transparent)]
     Runtime(#[from] edge_runtime::RuntimeError),
+    /// From the speculative decoder.
+    #[error(transparent)]
+    Spec(#[from] edge_spec::SpecError),
     /// From the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),

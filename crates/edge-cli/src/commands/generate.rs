@@ -5,7 +5,7 @@ use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, KvCacheDType, LoadOptions};
-use edge_runtime::{GenerateRequest, SamplingParams, generate};
+use edge_runtime::{GenerateOutput, GenerateRequest, SamplingParams, StopReason, generate};
 use std::path::PathBuf;
 
 /// Flags of `generate`.
@@ -43,6 +43,10 @@ pub struct GenerateArgs {
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
     #[arg(long, default_value = "f32")]
     pub kv_cache: KvCacheDType,
+    /// MTP speculative decoding: tokens drafted per target forward (0 = off). Used for
+    /// greedy decoding on models with an MTP head; output is identical to plain greedy.
+    #[arg(long, default_value_t = 0)]
+    pub draft_tokens: usize,
     /// Write the logits of each generated token to this safetensors file.
     #[arg(long)]
     pub logits_out: Option<PathBuf>,
@@ -84,7 +88,36 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         stop_tokens: model.config().eos_token_ids.clone(),
         record_logits: a.logits_out.is_some(),
     };
-    let out = generate(model, &req)?;
+    let speculate = a.draft_tokens > 0
+        && a.temperature == 0.0
+        && a.logits_out.is_none()
+        && model.mtp().is_some();
+    let (out, spec_stats) = if speculate {
+        let s = edge_spec::generate_greedy(
+            model,
+            &req.prompt,
+            req.max_new_tokens,
+            &req.stop_tokens,
+            edge_spec::SpecConfig {
+                draft_tokens: a.draft_tokens,
+            },
+        )?;
+        let stop = if s.tokens.last().is_some_and(|t| req.stop_tokens.contains(t)) {
+            StopReason::Stop
+        } else {
+            StopReason::Length
+        };
+        let out = GenerateOutput {
+            tokens: s.tokens,
+            logits: None,
+            prefill_ms: s.prefill_ms,
+            decode_ms: s.decode_ms,
+            stop,
+        };
+        (out, Some(s.stats))
+    } else {
+        (generate(model, &req)?, None)
+    };
     if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
         write_logits(path, logits, out.tokens.len(), model.config().vocab_size)?;
     }
@@ -102,6 +135,14 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
             "decode_ms": out.decode_ms,
             "decode_tokens_per_s": out.decode_tokens_per_s(),
             "stop_reason": format!("{:?}", out.stop).to_lowercase(),
+            "speculation": spec_stats.map(|s| serde_json::json!({
+                "draft_tokens": a.draft_tokens,
+                "verify_forwards": s.verify_forwards,
+                "recompute_forwards": s.recompute_forwards,
+                "drafted": s.drafted,
+                "accepted": s.accepted,
+                "tokens_per_verify": s.tokens_per_verify(),
+            })),
         });
         println!("{v}");
     } else if bundle.tokenizer.is_some() {
