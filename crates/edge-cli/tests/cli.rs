@@ -153,3 +153,24 @@ fn errors_are_messages_not_panics() {
         assert!(err.contains("error"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn embedded_demo_model_answers_with_a_tool_call() {
+    let o = bin()
+        .args(["generate", "--prompt", "List the Python files and count their lines", "--max-new-tokens", "80", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let text = v["text"].as_str().unwrap();
+    assert!(text.contains("<tool_call>") && text.contains("<function="), "{text}");
+    // Speculative decoding gives the same tokens.
+    let s = bin()
+        .args(["generate", "--prompt", "List the Python files and count their lines", "--max-new-tokens", "80"])
+        .args(["--json", "--draft-tokens", "2"])
+        .output()
+        .unwrap();
+    let w: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["tokens"], w["tokens"]);
+    assert!(w["speculation"]["tokens_per_verify"].as_f64().unwrap() >= 1.0);
+}
