@@ -98,11 +98,28 @@ fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Rng) -> (Linear,
 
 /// Checks every available level against the reference for one random case.
 fn check_case(format: Format, tokens: usize, out: usize, inp: usize, seed: u64) {
+    check_case_with(format, false, tokens, out, inp, seed);
+}
+
+/// [`check_case`], optionally with bf16-rounded activations ([`ActivationQuant::Bf16`]).
+fn check_case_with(
+    format: Format,
+    bf16_act: bool,
+    tokens: usize,
+    out: usize,
+    inp: usize,
+    seed: u64,
+) {
     let mut rng = Rng::new(seed);
     let (mut lin, w) = make_layer(format, out, inp, &mut rng);
     let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
     // x̂: the activations the product effectively uses.
-    let x_hat = if let Format::Nvfp4W4a4 = format {
+    let x_hat = if bf16_act {
+        lin = lin.with_activation_quant(ActivationQuant::Bf16).unwrap();
+        x.iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect()
+    } else if let Format::Nvfp4W4a4 = format {
         let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         // Calibrated scale times a factor in [0.5, 2): some blocks saturate.
         let input_scale = amax / 2688.0 * (0.5 + rng.byte() as f32 / 170.0);
@@ -170,6 +187,17 @@ proptest! {
         check_case(Format::Nvfp4W4a4, tokens, out, inp, seed);
     }
 
+    /// bf16 activations: the packed GEMM (8+ tokens, ragged token and output tiles) and
+    /// the row kernels on rounded inputs, every weight format.
+    #[test]
+    fn bf16_activations_fast_match_reference(tokens in 1usize..=40, out in 1usize..=200,
+                                              blocks in 1usize..=40, seed in any::<u64>()) {
+        for format in [Format::F32, Format::Bf16, Format::Fp8, Format::Nvfp4] {
+            check_case_with(format, true, tokens, out, 16 * blocks, seed);
+        }
+        check_case_with(Format::Bf16, true, tokens, out, 16 * blocks + 1, seed);
+    }
+
     /// Unaligned input lengths for the non-NVFP4 formats (any `in`, SIMD tails).
     #[test]
     fn odd_input_lengths_match(tokens in 1usize..6, out in 1usize..40, inp in 1usize..200,
@@ -178,6 +206,15 @@ proptest! {
             check_case(format, tokens, out, inp, seed);
         }
     }
+}
+
+/// The GEMM's input chunking: rows longer than one packed chunk (2048 inputs), with a
+/// partial permutation chunk at the end.
+#[test]
+fn bf16_gemm_spans_several_input_chunks() {
+    check_case_with(Format::Nvfp4, true, 19, 50, 4096 + 48, 7);
+    check_case_with(Format::Bf16, true, 9, 49, 2048 + 2049, 8);
+    check_case_with(Format::Fp8, true, 8, 3, 2050, 9);
 }
 
 #[test]

@@ -18,6 +18,9 @@
 //!   applied once per output).
 //! - **NVFP4, W4A16** ([`ActivationQuant::None`]): f32 activations times the dequantized
 //!   NVFP4 weights `E2M1[q]·SF·weight_scale_2`.
+//! - **bf16 activations** ([`ActivationQuant::Bf16`], any weight format): as above with
+//!   every activation first rounded to bf16 (nearest even). Several tokens with bf16,
+//!   FP8 or NVFP4 weights take a packed bf16 GEMM; it multiplies the same values.
 //! - **NVFP4, W4A4 emulation** ([`ActivationQuant::Nvfp4`]): each activation row is first
 //!   quantized to NVFP4 exactly as a Blackwell kernel does
 //!   ([`crate::nvfp4::activation::quantize_activation_row`]), then
@@ -95,6 +98,12 @@ pub enum ActivationQuant {
     /// Activations stay f32 (W32/W16/W8/W4 weights × f32 activations).
     #[default]
     None,
+    /// Activations are rounded to bf16 (nearest even) before the product, as a GPU
+    /// kernel with 16-bit activations computes it (W16A16, W8A16, W4A16). Products
+    /// stay exact and sums f32. With several tokens and bf16, FP8 or NVFP4 weights this
+    /// runs a register-blocked bf16 GEMM (AVX-512 BF16 where the CPU has it), the fast
+    /// path for prompts.
+    Bf16,
     /// W4A4 emulation: activations are quantized to NVFP4 at run time with the layer's
     /// calibrated `input_scale` (ModelOpt's dequantization multiplier, `amax/(6·448)`).
     /// Only valid with [`LinearWeight::Nvfp4`] weights.

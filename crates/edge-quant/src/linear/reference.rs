@@ -13,6 +13,16 @@ pub(super) fn forward(lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) -
     {
         return forward_w4a4(w, input_scale, x, tokens, out);
     }
+    let rounded: Vec<f32>;
+    let x = if lin.act == ActivationQuant::Bf16 {
+        rounded = x
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect();
+        &rounded
+    } else {
+        x
+    };
     let mut row = vec![0.0f32; n_in];
     for r in 0..n_out {
         dequantize_row(&lin.weight, r, n_in, &mut row);

@@ -1,6 +1,7 @@
 //! The generic fast-path driver: activation preparation, rayon tiling over output
 //! rows, and the per-row segment loop over one [`Isa`]'s kernels.
 
+use super::gemm::{self, GEMM_MIN_TOKENS, PortableKernel};
 use super::{A4Act, Isa, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
 use crate::error::{QuantError, Result};
 use crate::formats::{e2m1, e4m3};
@@ -25,6 +26,27 @@ pub(crate) fn forward(
             "SIMD level {level} is not available on this CPU or build"
         ))
     };
+    if lin.activation_quant() == ActivationQuant::Bf16
+        && tokens >= GEMM_MIN_TOKENS
+        && gemm::supports(lin.weight())
+    {
+        match level {
+            SimdLevel::Portable => {
+                gemm::forward(Portable, PortableKernel, lin, x, tokens, out);
+                return Ok(());
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => {
+                let isa = super::x86::Avx512::detect().ok_or_else(unavailable)?;
+                if let Some(kernel) = super::x86::Avx512Bf16::detect() {
+                    gemm::forward(isa, kernel, lin, x, tokens, out);
+                    return Ok(());
+                }
+            }
+            // No bf16 dot-product kernel yet: the row kernels on rounded activations.
+            _ => {}
+        }
+    }
     match level {
         SimdLevel::Portable => run(Portable, lin, x, tokens, out),
         #[cfg(target_arch = "x86_64")]
@@ -108,15 +130,24 @@ fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<
             "NVFP4 activation quantization with {} weights",
             w.format_name()
         ))),
-        (ActivationQuant::None, LinearWeight::Nvfp4(_)) if I::NVFP4_PERM != Perm::Natural => {
-            let mut xs = vec![0.0; x.len()];
-            for (s, d) in x.chunks_exact(n_in).zip(xs.chunks_exact_mut(n_in)) {
-                I::NVFP4_PERM.apply(s, d);
-            }
-            Ok(Act::F32(Cow::Owned(xs)))
+        (ActivationQuant::Bf16, w) => {
+            let xs = x.iter().map(|&v| gemm::round_bf16(v)).collect();
+            Ok(Act::F32(permute_for::<I>(w, n_in, Cow::Owned(xs))))
         }
-        (ActivationQuant::None, _) => Ok(Act::F32(Cow::Borrowed(x))),
+        (ActivationQuant::None, w) => Ok(Act::F32(permute_for::<I>(w, n_in, Cow::Borrowed(x)))),
     }
+}
+
+/// `xs` rows in the element order `I`'s kernels decode `w` in.
+fn permute_for<'a, I: Isa>(w: &LinearWeight, n_in: usize, xs: Cow<'a, [f32]>) -> Cow<'a, [f32]> {
+    if !matches!(w, LinearWeight::Nvfp4(_)) || I::NVFP4_PERM == Perm::Natural {
+        return xs;
+    }
+    let mut out = vec![0.0; xs.len()];
+    for (s, d) in xs.chunks_exact(n_in).zip(out.chunks_exact_mut(n_in)) {
+        I::NVFP4_PERM.apply(s, d);
+    }
+    Cow::Owned(out)
 }
 
 /// Quantizes every token's row (in parallel) and lays it out for the integer kernels.

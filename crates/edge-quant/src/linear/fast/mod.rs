@@ -11,6 +11,7 @@
 //! shuffles ([`Perm`]); the driver permutes the activations the same way once per call.
 
 mod driver;
+mod gemm;
 mod portable;
 
 #[cfg(target_arch = "aarch64")]

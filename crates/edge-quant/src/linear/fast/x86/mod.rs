@@ -7,6 +7,9 @@
 
 mod avx2;
 mod avx512;
+mod bf16_gemm;
+
+pub(crate) use bf16_gemm::Avx512Bf16;
 
 use super::{Isa, Perm};
 
