@@ -157,16 +157,32 @@ fn errors_are_messages_not_panics() {
 #[test]
 fn embedded_demo_model_answers_with_a_tool_call() {
     let o = bin()
-        .args(["generate", "--prompt", "List the Python files and count their lines", "--max-new-tokens", "80", "--json"])
+        .args([
+            "generate",
+            "--prompt",
+            "List the Python files and count their lines",
+            "--max-new-tokens",
+            "80",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let text = v["text"].as_str().unwrap();
-    assert!(text.contains("<tool_call>") && text.contains("<function="), "{text}");
+    assert!(
+        text.contains("<tool_call>") && text.contains("<function="),
+        "{text}"
+    );
     // Speculative decoding gives the same tokens.
     let s = bin()
-        .args(["generate", "--prompt", "List the Python files and count their lines", "--max-new-tokens", "80"])
+        .args([
+            "generate",
+            "--prompt",
+            "List the Python files and count their lines",
+            "--max-new-tokens",
+            "80",
+        ])
         .args(["--json", "--draft-tokens", "2"])
         .output()
         .unwrap();

@@ -137,7 +137,7 @@ impl Qwen35Model {
             .collect::<Result<Vec<_>>>()?;
         let norm = r.vector("model.norm.weight", h)?;
         let lm_head = if config.tie_word_embeddings && !ckpt.contains("lm_head.weight") {
-            embed.as_linear()?
+            r.with_mode(embed.as_linear()?)?
         } else {
             r.linear("lm_head", config.vocab_size, h)?
         };

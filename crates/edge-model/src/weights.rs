@@ -9,15 +9,30 @@ use edge_quant::fp8::kv::KvScales;
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor};
 
-/// How activations entering NVFP4 linears are treated.
+/// How activations entering the linear layers are treated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ActivationMode {
-    /// f32 activations against dequantized weights (W4A16). The default.
+    /// f32 activations against the exact (dequantized) weights. The default, and the
+    /// mode the transformers parity fixtures are checked in.
     #[default]
     None,
-    /// Quantize activations to NVFP4 with each layer's `input_scale`, emulating a W4A4
-    /// Blackwell kernel.
+    /// Every linear input rounded to bf16 (W16A16 / W8A16 / W4A16 as a GPU runs them).
+    /// Prompts then take the packed bf16 GEMM (AVX-512 BF16), the fast prefill path.
+    Bf16,
+    /// Quantize activations of NVFP4 linears to NVFP4 with each layer's `input_scale`,
+    /// emulating a W4A4 Blackwell kernel; other linears keep f32 activations.
     Nvfp4,
+}
+
+impl ActivationMode {
+    /// The name the CLI and `FromStr` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActivationMode::None => "none",
+            ActivationMode::Bf16 => "bf16",
+            ActivationMode::Nvfp4 => "nvfp4",
+        }
+    }
 }
 
 impl std::str::FromStr for ActivationMode {
@@ -26,9 +41,10 @@ impl std::str::FromStr for ActivationMode {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "none" => Ok(ActivationMode::None),
+            "bf16" => Ok(ActivationMode::Bf16),
             "nvfp4" => Ok(ActivationMode::Nvfp4),
             _ => Err(ModelError::InvalidInput(format!(
-                "unknown activation quantization `{s}` (expected none or nvfp4)"
+                "unknown activation quantization `{s}` (expected none, bf16 or nvfp4)"
             ))),
         }
     }
@@ -101,7 +117,16 @@ impl WeightReader<'_> {
                 });
             }
         };
-        Ok(Linear::new(out, inp, weight)?)
+        self.with_mode(Linear::new(out, inp, weight)?)
+    }
+
+    /// Applies [`ActivationMode::Bf16`] to a non-NVFP4 linear (W4A4 applies to NVFP4
+    /// linears only).
+    pub fn with_mode(&self, linear: Linear) -> Result<Linear> {
+        match self.activations {
+            ActivationMode::Bf16 => Ok(linear.with_activation_quant(ActivationQuant::Bf16)?),
+            ActivationMode::None | ActivationMode::Nvfp4 => Ok(linear),
+        }
     }
 
     fn nvfp4(&self, prefix: &str, w: &TensorView, out: usize, inp: usize) -> Result<Linear> {
@@ -129,6 +154,7 @@ impl WeightReader<'_> {
         let linear = Linear::new(out, inp, LinearWeight::Nvfp4(tensor))?;
         match self.activations {
             ActivationMode::None => Ok(linear),
+            ActivationMode::Bf16 => Ok(linear.with_activation_quant(ActivationQuant::Bf16)?),
             ActivationMode::Nvfp4 => {
                 let input_scale = self
                     .ckpt

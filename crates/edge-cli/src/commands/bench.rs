@@ -30,7 +30,8 @@ pub struct DecodeArgs {
     /// Tokens to decode.
     #[arg(long, default_value_t = 128)]
     pub decode_tokens: usize,
-    /// Activation quantization for NVFP4 layers.
+    /// Linear-layer activations: none (f32, exact), bf16 (rounded to bf16; fast packed
+    /// GEMM for prompts) or nvfp4 (W4A4 emulation of NVFP4 layers).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.

@@ -37,7 +37,8 @@ pub struct GenerateArgs {
     /// Random seed for sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Activation quantization for NVFP4 layers: none (W4A16) or nvfp4 (W4A4 emulation).
+    /// Linear-layer activations: none (f32, exact), bf16 (rounded to bf16; fast packed
+    /// GEMM for prompts) or nvfp4 (W4A4 emulation of NVFP4 layers).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.

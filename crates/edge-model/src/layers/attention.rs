@@ -1,6 +1,7 @@
 //! Gated full attention (spec §5): interleaved query/gate projection, per-head
 //! zero-centred q/k norms, partial RoPE, GQA causal softmax, sigmoid output gate.
 
+use super::attention_block::{KvView, attend_queries};
 use super::norm::{rms_norm_zero_centred, sigmoid};
 use super::rope::Rope;
 use super::simd::{axpy, dispatch, dot};
@@ -102,17 +103,41 @@ impl GatedAttention {
         let scale = 1.0 / (d as f32).sqrt();
         let group = h / hkv;
         let (keys, values) = (state.keys(), state.values());
-        attn.par_chunks_mut(d).enumerate().for_each(|(i, o)| {
-            let (t, head) = (i / h, i % h);
-            let kv = KvView {
-                keys,
-                values,
-                stride: hkv * d,
-                offset: (head / group) * d,
-                visible: pos0 + t + 1,
-            };
-            attend_one(&q[i * d..][..d], &kv, scale, o);
-        });
+        let view = |head: usize| KvView {
+            keys,
+            values,
+            stride: hkv * d,
+            offset: (head / group) * d,
+        };
+        if tokens == 1 {
+            attn.par_chunks_mut(d).enumerate().for_each(|(head, o)| {
+                attend_one(&q[head * d..][..d], &view(head), pos0 + 1, scale, o);
+            });
+        } else {
+            // Prompts: per head, blocks of queries as small matmuls.
+            let per_head: Vec<Vec<f32>> = (0..h)
+                .into_par_iter()
+                .map(|head| {
+                    let mut o = vec![0.0; tokens * d];
+                    attend_queries(
+                        &q[head * d..],
+                        h * d,
+                        tokens,
+                        d,
+                        pos0,
+                        &view(head),
+                        scale,
+                        &mut o,
+                    );
+                    o
+                })
+                .collect();
+            for (head, o) in per_head.iter().enumerate() {
+                for (t, row) in o.chunks_exact(d).enumerate() {
+                    attn[(t * h + head) * d..][..d].copy_from_slice(row);
+                }
+            }
+        }
         for (a, g) in attn.iter_mut().zip(&gate) {
             *a *= sigmoid(*g);
         }
@@ -121,27 +146,17 @@ impl GatedAttention {
     }
 }
 
-/// The cached keys/values one query head reads: row `s` of head `kvh` starts at
-/// `s * stride + offset`.
-struct KvView<'a> {
-    keys: &'a [f32],
-    values: &'a [f32],
-    stride: usize,
-    offset: usize,
-    visible: usize,
-}
-
 /// Causal softmax attention of one query over the first `visible` cached positions.
-fn attend_one(q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
-    dispatch!(attend_portable, (q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
-        attend_body(q, kv, scale, out)
+fn attend_one(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
+    dispatch!(attend_portable, (q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
+        attend_body(q, kv, visible, scale, out)
     })
 }
 
 #[inline(always)]
-fn attend_body(q: &[f32], kv: &KvView, scale: f32, out: &mut [f32]) {
+fn attend_body(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
     let d = q.len();
-    let mut scores: Vec<f32> = (0..kv.visible)
+    let mut scores: Vec<f32> = (0..visible)
         .map(|s| dot(q, &kv.keys[s * kv.stride + kv.offset..][..d]) * scale)
         .collect();
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);

@@ -1,6 +1,7 @@
 //! The model's layers, each a plain struct of weights with a `forward` over f32 rows.
 
 pub mod attention;
+pub(crate) mod attention_block;
 pub mod gdn;
 pub mod mlp;
 pub mod norm;

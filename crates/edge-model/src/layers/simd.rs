@@ -36,6 +36,69 @@ pub fn axpy(alpha: f32, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Rows of a [`matmul_acc`] register block.
+const MM_ROWS: usize = 4;
+/// Columns of a [`matmul_acc`] register block (two AVX-512 vectors, four AVX2).
+const MM_COLS: usize = 32;
+
+/// `c[i·ldc + j] += α · Σ_p a[i·a_rs + p·a_cs] · b[p·ldb + j]` for `i < m`, `j < n`,
+/// `p < k`: a small dense matmul with `a` read through strides (so `Aᵀ` costs
+/// nothing) and `b`, `c` row-major. Full `MM_ROWS × MM_COLS` blocks accumulate in
+/// registers over all of `k`; edges take a plain loop.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_acc(
+    (m, n, k): (usize, usize, usize),
+    alpha: f32,
+    a: &[f32],
+    (a_rs, a_cs): (usize, usize),
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let full_rows = m / MM_ROWS * MM_ROWS;
+    let full_cols = n / MM_COLS * MM_COLS;
+    for i0 in (0..full_rows).step_by(MM_ROWS) {
+        for j0 in (0..full_cols).step_by(MM_COLS) {
+            let mut acc = [[0.0f32; MM_COLS]; MM_ROWS];
+            for p in 0..k {
+                let brow: &[f32; MM_COLS] = b[p * ldb + j0..][..MM_COLS]
+                    .try_into()
+                    .expect("MM_COLS elements");
+                for (r, acc_r) in acc.iter_mut().enumerate() {
+                    let av = a[(i0 + r) * a_rs + p * a_cs];
+                    for (x, &bv) in acc_r.iter_mut().zip(brow) {
+                        *x += av * bv;
+                    }
+                }
+            }
+            for (r, acc_r) in acc.iter().enumerate() {
+                let crow = &mut c[(i0 + r) * ldc + j0..][..MM_COLS];
+                for (y, &x) in crow.iter_mut().zip(acc_r) {
+                    *y += alpha * x;
+                }
+            }
+        }
+    }
+    // Edges: the last rows (all columns) and the last columns (full-row blocks).
+    let edge = |i: usize, j0: usize, c: &mut [f32]| {
+        let crow = &mut c[i * ldc + j0..i * ldc + n];
+        for p in 0..k {
+            let av = alpha * a[i * a_rs + p * a_cs];
+            axpy(av, &b[p * ldb + j0..p * ldb + n], crow);
+        }
+    };
+    for i in 0..full_rows {
+        if full_cols < n {
+            edge(i, full_cols, c);
+        }
+    }
+    for i in full_rows..m {
+        edge(i, 0, c);
+    }
+}
+
 /// Calls `$body` (an expression) compiled for the best instruction set this CPU has.
 /// The functions it calls must be `#[inline(always)]` to inherit the features.
 macro_rules! dispatch {
@@ -64,6 +127,27 @@ pub(crate) use dispatch;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn matmul_acc_matches_naive_with_strides_and_edges() {
+        for (m, n, k) in [(1, 1, 1), (4, 32, 3), (9, 70, 5), (64, 128, 17), (3, 33, 0)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.25).collect();
+            // a read transposed: element (i, p) at a[p·m + i].
+            let mut c = vec![1.0f32; m * n];
+            matmul_acc((m, n, k), -0.5, &a, (1, m), &b, n, &mut c, n);
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f32 =
+                        1.0 - 0.5 * (0..k).map(|p| a[p * m + i] * b[p * n + j]).sum::<f32>();
+                    assert!(
+                        (c[i * n + j] - want).abs() < 1e-3,
+                        "({m},{n},{k}) [{i},{j}]"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn dot_matches_naive_on_all_tail_lengths() {

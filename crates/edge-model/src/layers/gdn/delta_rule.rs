@@ -1,7 +1,7 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
-use crate::layers::simd::{axpy, dispatch, dot};
+use crate::layers::simd::{axpy, dispatch, matmul_acc};
 
 /// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
 /// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
@@ -29,6 +29,8 @@ pub fn recurrent(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     })
 }
 
+/// Two passes over the state per token (it is the layer's largest operand at decode):
+/// decay and `Sᵀk` together, then the rank-1 update and `Sᵀq` together.
 #[inline(always)]
 fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     let (dk, dv) = (inp.dk, inp.dv);
@@ -37,21 +39,23 @@ fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
         let (q, k) = (&inp.q[t * dk..][..dk], &inp.k[t * dk..][..dk]);
         let v = &inp.v[t * dv..][..dv];
         let decay = inp.g[t].exp();
-        state.iter_mut().for_each(|s| *s *= decay);
         mem.fill(0.0);
-        for (i, &ki) in k.iter().enumerate() {
-            axpy(ki, &state[i * dv..][..dv], &mut mem);
+        for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
+            for (s, m) in row.iter_mut().zip(mem.iter_mut()) {
+                *s *= decay;
+                *m += ki * *s;
+            }
         }
         for (m, &vj) in mem.iter_mut().zip(v) {
             *m = inp.beta[t] * (vj - *m);
         }
-        for (i, &ki) in k.iter().enumerate() {
-            axpy(ki, &mem, &mut state[i * dv..][..dv]);
-        }
         let o = &mut out[t * dv..][..dv];
         o.fill(0.0);
-        for (i, &qi) in q.iter().enumerate() {
-            axpy(qi, &state[i * dv..][..dv], o);
+        for ((row, &ki), &qi) in state.chunks_exact_mut(dv).zip(k).zip(q) {
+            for ((s, &m), y) in row.iter_mut().zip(mem.iter()).zip(o.iter_mut()) {
+                *s += ki * m;
+                *y += qi * *s;
+            }
         }
     }
 }
@@ -81,8 +85,14 @@ pub fn chunked(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
 
 struct ChunkScratch {
     gamma: Vec<f32>,
+    /// `T`, then `T·diag(β)` and `T·diag(β e^γ)`, `[CHUNK, CHUNK]`.
     t: Vec<f32>,
+    /// `K Kᵀ`, then `(Q Kᵀ) ⊙ D`, `[n, n]`.
+    gram: Vec<f32>,
+    /// `Kᵀ`, `[dk, n]`.
+    kt: Vec<f32>,
     u: Vec<f32>,
+    /// `W`, then `diag(e^{γ_last − γ}) K`, `[n, dk]`.
     w: Vec<f32>,
     vnew: Vec<f32>,
     row: Vec<f32>,
@@ -96,6 +106,8 @@ impl ChunkScratch {
         ChunkScratch {
             gamma: vec![0.0; CHUNK],
             t: vec![0.0; CHUNK * CHUNK],
+            gram: vec![0.0; CHUNK * CHUNK],
+            kt: vec![0.0; dk * CHUNK],
             u: vec![0.0; CHUNK * dv],
             w: vec![0.0; CHUNK * dk],
             vnew: vec![0.0; CHUNK * dv],
@@ -120,6 +132,8 @@ impl ChunkScratch {
         })
     }
 
+    /// The chunk as small matmuls ([`matmul_acc`]); the order of operations within each
+    /// product differs from HF's, the algebra does not.
     #[inline(always)]
     fn run_body(
         &mut self,
@@ -141,14 +155,23 @@ impl ChunkScratch {
         }
         let gamma = &self.gamma[..n];
         let decay = |r: usize, s: usize| (gamma[r] - gamma[s]).exp();
+        let kt = &mut self.kt[..dk * n];
+        for (s, ks) in k.chunks_exact(dk).enumerate() {
+            for (i, &x) in ks.iter().enumerate() {
+                kt[i * n + s] = x;
+            }
+        }
+        let kt = &self.kt[..dk * n];
+        let gram = &mut self.gram[..n * n];
 
         // T = (I + A)^{-1}, A = strict-lower(β_r k_r·k_s D_rs), by forward substitution
         // exactly as HF builds it: attn[i, :i] = row + row · attn[:i, :i].
+        gram.fill(0.0);
+        matmul_acc((n, n, dk), 1.0, k, (dk, 1), kt, n, gram, n);
         let t = &mut self.t;
         for r in 0..n {
             for s in 0..r {
-                t[r * CHUNK + s] =
-                    -beta[r] * dot(&k[r * dk..][..dk], &k[s * dk..][..dk]) * decay(r, s);
+                t[r * CHUNK + s] = -beta[r] * gram[r * n + s] * decay(r, s);
             }
         }
         for i in 1..n {
@@ -161,54 +184,61 @@ impl ChunkScratch {
                 axpy(self.row[m], &done[m * CHUNK..][..m], &mut new[..m]);
             }
         }
+        // T·diag(β), zero above the diagonal.
         for r in 0..n {
             t[r * CHUNK + r] = 1.0;
             for s in r + 1..n {
                 t[r * CHUNK + s] = 0.0;
             }
-        }
-        // U = T · diag(β) V and W = T · diag(β e^γ) K.
-        for r in 0..n {
-            let (u, w) = (&mut self.u[r * dv..][..dv], &mut self.w[r * dk..][..dk]);
-            u.fill(0.0);
-            w.fill(0.0);
             for s in 0..=r {
-                let ts = t[r * CHUNK + s] * beta[s];
-                axpy(ts, &v[s * dv..][..dv], u);
-                axpy(ts * gamma[s].exp(), &k[s * dk..][..dk], w);
+                t[r * CHUNK + s] *= beta[s];
             }
         }
-        // V' = U − W S; O = diag(e^γ) Q S + ((Q Kᵀ) ⊙ D) V'.
+        // U = T diag(β) V, then W = T diag(β e^γ) K.
+        let (u, w) = (&mut self.u[..n * dv], &mut self.w[..n * dk]);
+        u.fill(0.0);
+        matmul_acc((n, dv, n), 1.0, t, (CHUNK, 1), v, dv, u, dv);
         for r in 0..n {
-            let vn = &mut self.vnew[r * dv..][..dv];
-            vn.copy_from_slice(&self.u[r * dv..][..dv]);
-            for (i, &wi) in self.w[r * dk..][..dk].iter().enumerate() {
-                axpy(-wi, &state[i * dv..][..dv], vn);
+            for s in 0..=r {
+                t[r * CHUNK + s] *= gamma[s].exp();
             }
         }
-        for r in 0..n {
-            let o = &mut out[r * dv..][..dv];
-            o.fill(0.0);
+        w.fill(0.0);
+        matmul_acc((n, dk, n), 1.0, t, (CHUNK, 1), k, dk, w, dk);
+        // V' = U − W S.
+        let vnew = &mut self.vnew[..n * dv];
+        vnew.copy_from_slice(u);
+        matmul_acc((n, dv, dk), -1.0, w, (dk, 1), state, dv, vnew, dv);
+        // O = diag(e^γ) Q S + ((Q Kᵀ) ⊙ D) V', D zero above the diagonal.
+        out.fill(0.0);
+        matmul_acc((n, dv, dk), 1.0, q, (dk, 1), state, dv, out, dv);
+        for (r, o) in out.chunks_exact_mut(dv).enumerate() {
             let eg = gamma[r].exp();
-            for (i, &qi) in q[r * dk..][..dk].iter().enumerate() {
-                axpy(qi * eg, &state[i * dv..][..dv], o);
-            }
-            for s in 0..=r {
-                let a = dot(&q[r * dk..][..dk], &k[s * dk..][..dk]) * decay(r, s);
-                axpy(a, &self.vnew[s * dv..][..dv], o);
+            o.iter_mut().for_each(|x| *x *= eg);
+        }
+        gram.fill(0.0);
+        matmul_acc((n, n, dk), 1.0, q, (dk, 1), kt, n, gram, n);
+        for r in 0..n {
+            for s in 0..n {
+                gram[r * n + s] = if s <= r {
+                    gram[r * n + s] * decay(r, s)
+                } else {
+                    0.0
+                };
             }
         }
+        matmul_acc((n, dv, n), 1.0, gram, (n, 1), vnew, dv, out, dv);
         // S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V'.
         let last = gamma[n - 1];
         let el = last.exp();
         state.iter_mut().for_each(|x| *x *= el);
-        for s in 0..n {
+        for (s, (kd, ks)) in w.chunks_exact_mut(dk).zip(k.chunks_exact(dk)).enumerate() {
             let f = (last - gamma[s]).exp();
-            let vn = &self.vnew[s * dv..][..dv];
-            for (i, &ki) in k[s * dk..][..dk].iter().enumerate() {
-                axpy(ki * f, vn, &mut state[i * dv..][..dv]);
+            for (d, &x) in kd.iter_mut().zip(ks) {
+                *d = x * f;
             }
         }
+        matmul_acc((dk, dv, n), 1.0, w, (1, dk), vnew, dv, state, dv);
     }
 }
 

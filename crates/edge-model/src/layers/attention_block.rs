@@ -1,0 +1,157 @@
+//! Causal attention for a run of consecutive queries of one head (prompts): per block
+//! of [`QUERY_BLOCK`] queries, scores and the weighted value sum are two small matmuls
+//! ([`matmul_acc`]) instead of one dot product and one axpy per visible key.
+
+use super::simd::{dispatch, matmul_acc};
+
+/// Queries per block: the score block is `visible keys × QUERY_BLOCK` floats.
+pub const QUERY_BLOCK: usize = 32;
+
+/// The cached keys/values one query head reads: row `s` of its KV head starts at
+/// `s * stride + offset`.
+pub struct KvView<'a> {
+    /// All cached keys, `[positions, kv_heads · head_dim]`.
+    pub keys: &'a [f32],
+    /// All cached values, same layout.
+    pub values: &'a [f32],
+    /// Floats per cached position.
+    pub stride: usize,
+    /// Start of this head's KV head within a position.
+    pub offset: usize,
+}
+
+/// Attention of queries `q[i·q_stride..][..d]` (absolute positions `pos0 + i`,
+/// `i < n_q`) over the cache, each seeing positions `0..=pos0 + i`; writes `[n_q, d]`
+/// to `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn attend_queries(
+    q: &[f32],
+    q_stride: usize,
+    n_q: usize,
+    d: usize,
+    pos0: usize,
+    kv: &KvView,
+    scale: f32,
+    out: &mut [f32],
+) {
+    dispatch!(attend_queries_portable, (q: &[f32], q_stride: usize, n_q: usize, d: usize, pos0: usize, kv: &KvView, scale: f32, out: &mut [f32]) {
+        attend_body(q, q_stride, n_q, d, pos0, kv, scale, out)
+    })
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_body(
+    q: &[f32],
+    q_stride: usize,
+    n_q: usize,
+    d: usize,
+    pos0: usize,
+    kv: &KvView,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let mut qt = vec![0.0f32; d * QUERY_BLOCK];
+    let mut scores = Vec::new();
+    for i0 in (0..n_q).step_by(QUERY_BLOCK) {
+        let qb = QUERY_BLOCK.min(n_q - i0);
+        // Positions 0..visible(i) are visible to query i of the block.
+        let visible = |i: usize| pos0 + i0 + i + 1;
+        let nk = visible(qb - 1);
+        // Qᵀ of the block, `[d, qb]`.
+        for i in 0..qb {
+            for (p, &x) in q[(i0 + i) * q_stride..][..d].iter().enumerate() {
+                qt[p * qb + i] = x;
+            }
+        }
+        // Sᵀ = K Qᵀ · scale, `[nk, qb]` (key-major, so both products read rows).
+        scores.clear();
+        scores.resize(nk * qb, 0.0);
+        let keys = &kv.keys[kv.offset..];
+        matmul_acc(
+            (nk, qb, d),
+            scale,
+            keys,
+            (kv.stride, 1),
+            &qt,
+            qb,
+            &mut scores,
+            qb,
+        );
+        // Column-wise causal softmax.
+        let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
+        for (s, row) in scores.chunks_exact(qb).enumerate() {
+            for (i, (m, &x)) in max.iter_mut().zip(row).enumerate() {
+                if s < visible(i) {
+                    *m = m.max(x);
+                }
+            }
+        }
+        let mut sum = [0.0f32; QUERY_BLOCK];
+        for (s, row) in scores.chunks_exact_mut(qb).enumerate() {
+            for (i, x) in row.iter_mut().enumerate() {
+                *x = if s < visible(i) {
+                    (*x - max[i]).exp()
+                } else {
+                    0.0
+                };
+                sum[i] += *x;
+            }
+        }
+        let inv = sum.map(|v| 1.0 / v);
+        for row in scores.chunks_exact_mut(qb) {
+            for (x, &r) in row.iter_mut().zip(&inv) {
+                *x *= r;
+            }
+        }
+        // O = P V with P = (Sᵀ)ᵀ read through strides.
+        let o = &mut out[i0 * d..][..qb * d];
+        o.fill(0.0);
+        let values = &kv.values[kv.offset..];
+        matmul_acc((qb, d, nk), 1.0, &scores, (1, qb), values, kv.stride, o, d);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against a naive softmax attention, with a cached prefix and a ragged last block.
+    #[test]
+    fn blocked_attention_matches_naive() {
+        let (d, kvh, pos0, n_q) = (8, 2, 5, 45);
+        let total = pos0 + n_q;
+        let val = |i: usize| ((i * 37 % 101) as f32 / 50.0) - 1.0;
+        let keys: Vec<f32> = (0..total * kvh * d).map(val).collect();
+        let values: Vec<f32> = (0..total * kvh * d).map(|i| val(i + 7)).collect();
+        let q: Vec<f32> = (0..n_q * d).map(|i| val(i + 3)).collect();
+        let kv = KvView {
+            keys: &keys,
+            values: &values,
+            stride: kvh * d,
+            offset: d,
+        };
+        let mut out = vec![0.0; n_q * d];
+        attend_queries(&q, d, n_q, d, pos0, &kv, 0.5, &mut out);
+        for i in 0..n_q {
+            let vis = pos0 + i + 1;
+            let s: Vec<f32> = (0..vis)
+                .map(|p| {
+                    (0..d)
+                        .map(|j| q[i * d + j] * keys[p * kvh * d + d + j])
+                        .sum::<f32>()
+                        * 0.5
+                })
+                .collect();
+            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
+            let z: f32 = e.iter().sum();
+            for j in 0..d {
+                let want: f32 = (0..vis)
+                    .map(|p| e[p] / z * values[p * kvh * d + d + j])
+                    .sum();
+                assert!((out[i * d + j] - want).abs() < 1e-5, "q{i} [{j}]");
+            }
+        }
+    }
+}
