@@ -41,5 +41,10 @@ echo "== chat template check"
 echo "== training -> $OUT"
 nice -n "$NICE" "$PY" "$HERE/train.py" --corpus "$WORK/corpus" --tokenizer "$OUT" --out "$OUT" --seed "$SEED" \
   2>&1 | tee "$WORK/train.log"
+echo "== NVFP4 copy -> $ROOT/models/demo-nvfp4 (edge-llm quantize, calibrated on training conversations)"
+"$PY" "$HERE/calibration_ids.py" --corpus "$WORK/corpus/train.jsonl" --tokenizer "$OUT" > "$WORK/calibration.txt"
+(cd "$ROOT" && cargo run --release -q -p edge-cli -- quantize --model "$OUT" --out "$ROOT/models/demo-nvfp4" \
+  --format nvfp4 --calibration "$WORK/calibration.txt")
+cp "$OUT/agent_defaults.json" "$ROOT/models/demo-nvfp4/"
 echo "== evaluation -> $OUT/eval.json"
 nice -n "$NICE" "$PY" "$HERE/evaluate.py" --model "$OUT" --corpus "$WORK/corpus" 2>&1 | tee "$WORK/eval.log"

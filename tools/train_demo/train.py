@@ -199,6 +199,9 @@ def main():
                          "and training stops when either reaches 1, so the cosine decay always completes (0: steps only)")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
+    ap.add_argument("--init-from", default=None,
+                    help="start from this release checkpoint (a continued run; use another --seed so the data order "
+                         "differs from the first run's)")
     # architecture
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--intermediate", type=int, default=768)
@@ -250,6 +253,9 @@ def main():
                       lin_v_heads=args.lin_v_heads, lin_head_dim=args.lin_head_dim, max_pos=args.max_pos,
                       bos_id=eot, eos_ids=[im_end, eot], pad_id=eot)
     model = DemoModel(cfg)
+    if args.init_from:
+        model.load_state_dict(load_release(args.init_from).state_dict())
+        print(f"initialised from {args.init_from}")
     assert model.lm.lm_head.weight is model.lm.model.embed_tokens.weight, "embeddings must be tied"
     n_params = sum(p.numel() for p in model.parameters())
     n_mtp = sum(p.numel() for p in model.mtp.parameters())

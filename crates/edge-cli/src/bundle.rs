@@ -1,6 +1,7 @@
 //! The model a command runs: a directory given with `--model`, or the demo model
 //! embedded in the binary (cargo feature `embedded-model`, on by default).
 
+use crate::agent::AgentContext;
 use crate::cli_error::CliError;
 use edge_model::{LoadOptions, Qwen35Model};
 use edge_runtime::{ChatTemplate, Tokenizer};
@@ -14,6 +15,8 @@ pub struct Bundle {
     pub tokenizer: Option<Tokenizer>,
     /// The chat template from `tokenizer_config.json`, if present.
     pub template: Option<ChatTemplate>,
+    /// The agent setup from `agent_defaults.json`, if present.
+    pub agent_defaults: Option<AgentContext>,
 }
 
 impl Bundle {
@@ -43,6 +46,7 @@ impl Bundle {
             model,
             tokenizer,
             template,
+            agent_defaults: AgentContext::from_model_dir(dir)?,
         })
     }
 }
@@ -57,6 +61,7 @@ mod embedded {
     static WEIGHTS: &[u8] = include_bytes!("../../../models/demo/model.safetensors");
     static TOKENIZER: &[u8] = include_bytes!("../../../models/demo/tokenizer.json");
     const TOKENIZER_CONFIG: &str = include_str!("../../../models/demo/tokenizer_config.json");
+    const AGENT_DEFAULTS: &str = include_str!("../../../models/demo/agent_defaults.json");
 
     pub fn load(opts: LoadOptions) -> Result<Bundle, CliError> {
         let parse = |text: &str, what: &str| {
@@ -73,6 +78,10 @@ mod embedded {
             model,
             tokenizer: Some(Tokenizer::from_bytes(TOKENIZER)?),
             template: Some(ChatTemplate::from_tokenizer_config(TOKENIZER_CONFIG)?),
+            agent_defaults: Some(AgentContext::from_json(
+                AGENT_DEFAULTS,
+                "embedded agent_defaults.json",
+            )?),
         })
     }
 }

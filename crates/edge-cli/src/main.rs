@@ -2,6 +2,7 @@
 //!
 //! Commands and flags are a stable interface other tools script against.
 
+mod agent;
 mod bundle;
 mod cli_error;
 mod commands;

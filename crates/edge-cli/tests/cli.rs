@@ -145,6 +145,21 @@ fn errors_are_messages_not_panics() {
             "--format",
             "int4",
         ],
+        vec![
+            "generate",
+            "--prompt",
+            "hi",
+            "--tools",
+            "/nonexistent/tools.json",
+        ],
+        // A tools file that is JSON but not an array of tool schemas.
+        vec![
+            "generate",
+            "--prompt",
+            "hi",
+            "--tools",
+            &fixture("chat-template/cases.json"),
+        ],
     ] {
         let o = bin().args(&args).output().unwrap();
         assert!(!o.status.success(), "{args:?} should fail");
@@ -152,6 +167,45 @@ fn errors_are_messages_not_panics() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(err.contains("error"), "{args:?}: {err}");
     }
+}
+
+/// The demo model's default agent setup (a `bash` tool) is what makes it call bash;
+/// `--tools` replaces it with the caller's schemas and `--system` sets the system turn.
+#[test]
+fn generate_takes_tools_and_system_flags() {
+    let tools = std::env::temp_dir().join(format!("edge-cli-tools-{}.json", std::process::id()));
+    let schema = r#"[{"type": "function", "function": {"name": "get_current_weather",
+        "description": "Get the current weather for a city.",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+        "required": ["location"]}}}]"#;
+    std::fs::write(&tools, schema).unwrap();
+    for extra in [
+        vec![
+            "--tools",
+            tools.to_str().unwrap(),
+            "--system",
+            "You are helpful.",
+        ],
+        vec!["--no-agent-defaults"],
+    ] {
+        let o = bin()
+            .args([
+                "generate",
+                "--prompt",
+                "Weather in Paris?",
+                "--max-new-tokens",
+                "4",
+            ])
+            .args(&extra)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let _ = std::fs::remove_file(&tools);
 }
 
 #[test]
@@ -189,4 +243,24 @@ fn embedded_demo_model_answers_with_a_tool_call() {
     let w: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
     assert_eq!(v["tokens"], w["tokens"]);
     assert!(w["speculation"]["tokens_per_verify"].as_f64().unwrap() >= 1.0);
+}
+
+/// The committed NVFP4 copy of the demo model (`edge-llm quantize`) loads, with W4A16
+/// and W4A4 activations, and still answers the main job with a bash tool call.
+#[test]
+fn nvfp4_demo_copy_answers_with_a_tool_call() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/demo-nvfp4");
+    for act in ["none", "nvfp4"] {
+        let o = bin()
+            .args(["generate", "--model"])
+            .arg(&dir)
+            .args(["--prompt", "List the Python files and count their lines"])
+            .args(["--act-quant", act, "--max-new-tokens", "60", "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let text = v["text"].as_str().unwrap();
+        assert!(text.contains("<function=bash>"), "{act}: {text}");
+    }
 }

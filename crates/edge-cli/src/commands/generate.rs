@@ -1,6 +1,7 @@
 //! `edge-llm generate`.
 
 use super::{parse_ids, write_logits};
+use crate::agent::{AgentContext, read_tools_file};
 use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
@@ -28,6 +29,18 @@ pub struct GenerateArgs {
     /// Let the model think (`enable_thinking` in the chat template).
     #[arg(long)]
     pub think: bool,
+    /// System message for --prompt (default: the model's `agent_defaults.json`).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// JSON file with an array of OpenAI tool schemas offered to the model with
+    /// --prompt (default: the model's `agent_defaults.json`; the embedded demo model
+    /// offers a `bash` tool).
+    #[arg(long)]
+    pub tools: Option<PathBuf>,
+    /// Ignore the model's `agent_defaults.json`: no system message or tools unless
+    /// given with --system / --tools.
+    #[arg(long)]
+    pub no_agent_defaults: bool,
     /// Most tokens to generate.
     #[arg(long, default_value_t = 128)]
     pub max_new_tokens: usize,
@@ -56,6 +69,24 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
+/// The system message and tools: flags first, then the model's defaults.
+fn agent_context(
+    a: &GenerateArgs,
+    defaults: Option<&AgentContext>,
+) -> Result<AgentContext, CliError> {
+    let defaults = match defaults {
+        Some(d) if !a.no_agent_defaults => d.clone(),
+        _ => AgentContext::default(),
+    };
+    Ok(AgentContext {
+        system: a.system.clone().or(defaults.system),
+        tools: match &a.tools {
+            Some(path) => Some(read_tools_file(path)?),
+            None => defaults.tools,
+        },
+    })
+}
+
 /// Runs `generate`.
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let opts = LoadOptions {
@@ -70,7 +101,10 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
                 CliError::Usage("--prompt needs tokenizer.json in the model directory".into())
             })?;
             let text = match (&bundle.template, a.raw) {
-                (Some(t), false) => t.render_user_prompt(text, a.think)?,
+                (Some(t), false) => {
+                    let ctx = agent_context(&a, bundle.agent_defaults.as_ref())?;
+                    t.render(&ctx.messages(text), ctx.tools.as_ref(), true, a.think)?
+                }
                 _ => text.clone(),
             };
             tokenizer.encode(&text)?
