@@ -8,6 +8,9 @@ mod cli_error;
 mod commands;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use cli_error::CliError;
 
 #[derive(Parser, Debug)]

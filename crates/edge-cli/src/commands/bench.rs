@@ -37,6 +37,10 @@ pub struct DecodeArgs {
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
     #[arg(long, default_value = "f32")]
     pub kv_cache: KvCacheDType,
+    /// Timed runs (fresh state each); the median of each figure is reported, since a
+    /// shared VM's speed drifts by ±10% between runs.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -90,24 +94,27 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         Logits::Last,
     )?;
 
-    let mut state = model.new_state();
-    let t0 = Instant::now();
-    let mut logits = model.forward(&prompt, &mut state, Logits::Last)?.logits;
-    let prefill_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    for _ in 0..a.decode_tokens {
-        let next = edge_runtime::argmax(&logits);
-        logits = model.forward(&[next], &mut state, Logits::Last)?.logits;
+    let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
+    for _ in 0..a.runs.max(1) {
+        let mut state = model.new_state();
+        let t0 = Instant::now();
+        let mut logits = model.forward(&prompt, &mut state, Logits::Last)?.logits;
+        prefill_tps.push(prompt.len() as f64 / t0.elapsed().as_secs_f64());
+        let t1 = Instant::now();
+        for _ in 0..a.decode_tokens {
+            let next = edge_runtime::argmax(&logits);
+            logits = model.forward(&[next], &mut state, Logits::Last)?.logits;
+        }
+        decode_tps.push(a.decode_tokens as f64 / t1.elapsed().as_secs_f64());
     }
-    let decode_s = t1.elapsed().as_secs_f64();
+    let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
 
     let bytes_per_token = model.weight_bytes_per_token();
     let bandwidth = read_bandwidth_bytes_per_s();
     let bound = bandwidth / bytes_per_token as f64;
-    let decode_tps = a.decode_tokens as f64 / decode_s;
     let v = serde_json::json!({
         "prompt_tokens": prompt.len(),
-        "prefill_tokens_per_s": prompt.len() as f64 / prefill_s,
+        "prefill_tokens_per_s": prefill_tps,
         "decode_tokens": a.decode_tokens,
         "decode_tokens_per_s": decode_tps,
         "weight_bytes_per_token": bytes_per_token,
@@ -115,6 +122,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         "bandwidth_bound_tokens_per_s": bound,
         "fraction_of_bound": decode_tps / bound,
         "threads": rayon::current_num_threads(),
+        "runs": a.runs.max(1),
     });
     if a.json {
         println!("{v}");
@@ -124,19 +132,26 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Best of several parallel passes summing a 1 GiB buffer (larger than any cache here).
+/// The median of a non-empty list.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median of several parallel passes summing a 1 GiB buffer (larger than any cache
+/// here); the best pass overstates what a model's weight stream sees on a noisy VM.
 fn read_bandwidth_bytes_per_s() -> f64 {
     let words = (1usize << 30) / 8;
     let buf: Vec<u64> = (0..words as u64).collect();
-    let mut best = f64::MAX;
-    for _ in 0..5 {
+    let mut secs = Vec::new();
+    for _ in 0..7 {
         let t = Instant::now();
         let sum: u64 = buf
             .par_chunks(1 << 16)
             .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
             .reduce(|| 0, u64::wrapping_add);
         std::hint::black_box(sum);
-        best = best.min(t.elapsed().as_secs_f64());
+        secs.push(t.elapsed().as_secs_f64());
     }
-    (words * 8) as f64 / best
+    (words * 8) as f64 / median(&mut secs)
 }

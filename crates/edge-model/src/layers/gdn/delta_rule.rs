@@ -91,6 +91,9 @@ struct ChunkScratch {
     gram: Vec<f32>,
     /// `Kᵀ`, `[dk, n]`.
     kt: Vec<f32>,
+    /// `D[r, s] = e^{γ_r − γ_s}` for `s ≤ r`, `[n, n]` (one exp per pair, shared by
+    /// both masked products).
+    decay: Vec<f32>,
     u: Vec<f32>,
     /// `W`, then `diag(e^{γ_last − γ}) K`, `[n, dk]`.
     w: Vec<f32>,
@@ -108,6 +111,7 @@ impl ChunkScratch {
             t: vec![0.0; CHUNK * CHUNK],
             gram: vec![0.0; CHUNK * CHUNK],
             kt: vec![0.0; dk * CHUNK],
+            decay: vec![0.0; CHUNK * CHUNK],
             u: vec![0.0; CHUNK * dv],
             w: vec![0.0; CHUNK * dk],
             vnew: vec![0.0; CHUNK * dv],
@@ -154,7 +158,14 @@ impl ChunkScratch {
             *gm = acc;
         }
         let gamma = &self.gamma[..n];
-        let decay = |r: usize, s: usize| (gamma[r] - gamma[s]).exp();
+        let dmat = &mut self.decay[..n * n];
+        for r in 0..n {
+            for s in 0..=r {
+                dmat[r * n + s] = (gamma[r] - gamma[s]).exp();
+            }
+        }
+        let dmat = &self.decay[..n * n];
+        let decay = |r: usize, s: usize| dmat[r * n + s];
         let kt = &mut self.kt[..dk * n];
         for (s, ks) in k.chunks_exact(dk).enumerate() {
             for (i, &x) in ks.iter().enumerate() {
@@ -198,9 +209,13 @@ impl ChunkScratch {
         let (u, w) = (&mut self.u[..n * dv], &mut self.w[..n * dk]);
         u.fill(0.0);
         matmul_acc((n, dv, n), 1.0, t, (CHUNK, 1), v, dv, u, dv);
+        let mut exp_gamma = [0.0f32; CHUNK];
+        for (e, &g) in exp_gamma.iter_mut().zip(gamma) {
+            *e = g.exp();
+        }
         for r in 0..n {
             for s in 0..=r {
-                t[r * CHUNK + s] *= gamma[s].exp();
+                t[r * CHUNK + s] *= exp_gamma[s];
             }
         }
         w.fill(0.0);
@@ -212,8 +227,7 @@ impl ChunkScratch {
         // O = diag(e^γ) Q S + ((Q Kᵀ) ⊙ D) V', D zero above the diagonal.
         out.fill(0.0);
         matmul_acc((n, dv, dk), 1.0, q, (dk, 1), state, dv, out, dv);
-        for (r, o) in out.chunks_exact_mut(dv).enumerate() {
-            let eg = gamma[r].exp();
+        for (o, &eg) in out.chunks_exact_mut(dv).zip(&exp_gamma) {
             o.iter_mut().for_each(|x| *x *= eg);
         }
         gram.fill(0.0);

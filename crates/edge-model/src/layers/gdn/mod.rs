@@ -157,16 +157,18 @@ impl GatedDeltaNet {
         rows.extend_from_slice(conv_state);
         rows.extend_from_slice(qkv);
         let mut out = vec![0.0; tokens * c];
-        for t in 0..tokens {
-            let o = &mut out[t * c..][..c];
-            for (ch, oc) in o.iter_mut().enumerate() {
-                let w = &self.conv_weight[ch * kern..][..kern];
-                let mut acc = 0.0;
-                for (i, wi) in w.iter().enumerate() {
-                    acc += wi * rows[(t + i) * c + ch];
+        // Tap-major weights, so the inner loop runs over contiguous channels.
+        let taps: Vec<Vec<f32>> = (0..kern)
+            .map(|i| (0..c).map(|ch| self.conv_weight[ch * kern + i]).collect())
+            .collect();
+        for (t, o) in out.chunks_exact_mut(c).enumerate() {
+            for (i, w) in taps.iter().enumerate() {
+                let x = &rows[(t + i) * c..][..c];
+                for ((oc, &wc), &xc) in o.iter_mut().zip(w).zip(x) {
+                    *oc += wc * xc;
                 }
-                *oc = silu(acc);
             }
+            o.iter_mut().for_each(|v| *v = silu(*v));
         }
         conv_state.copy_from_slice(&rows[tokens * c..]);
         out

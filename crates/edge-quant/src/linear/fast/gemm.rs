@@ -29,12 +29,13 @@ const KC: usize = 2048;
 /// packing costs more than the register blocking saves).
 pub(crate) const GEMM_MIN_TOKENS: usize = 8;
 
-/// A micro-kernel: `c[i·NR + j] += Σ_p a[p·MR + i] ⊙ b[p·NR + j]` for `i < MR`,
+/// A micro-kernel: `c[i·NR + j] (+)= Σ_p a[p·MR + i] ⊙ b[p·NR + j]` for `i < MR`,
 /// `j < NR`, where each `u32` holds two bf16 values (low half first) and `⊙` is the sum
 /// of the two products, accumulated in f32. `a` and `b` hold the same number of pairs.
+/// With `accumulate` false `c` is overwritten (the first input chunk), else added to.
 pub(crate) trait Bf16Kernel: Copy + Send + Sync {
     /// Runs one tile; see the trait docs.
-    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32]);
+    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32], accumulate: bool);
 }
 
 /// The portable micro-kernel (the GEMM's oracle and its path on CPUs without a bf16
@@ -43,7 +44,10 @@ pub(crate) trait Bf16Kernel: Copy + Send + Sync {
 pub(crate) struct PortableKernel;
 
 impl Bf16Kernel for PortableKernel {
-    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32]) {
+    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32], accumulate: bool) {
+        if !accumulate {
+            c[..MR * NR].fill(0.0);
+        }
         let lo = |v: u32| f32::from_bits(v << 16);
         let hi = |v: u32| f32::from_bits(v & 0xffff_0000);
         for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
@@ -61,10 +65,10 @@ impl Bf16Kernel for PortableKernel {
 #[inline]
 pub(crate) fn bf16_bits(x: f32) -> u32 {
     let b = x.to_bits();
-    if x.is_nan() {
-        return (b >> 16) | 0x40;
-    }
-    (b + 0x7fff + ((b >> 16) & 1)) >> 16
+    let rounded = (b + 0x7fff + ((b >> 16) & 1)) >> 16;
+    // A select, not a branch, so packing loops vectorise.
+    let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
+    if nan { (b >> 16) | 0x40 } else { rounded }
 }
 
 /// `x` rounded to the nearest bf16 value (ties to even), as an f32.
@@ -118,7 +122,7 @@ pub(crate) fn forward<I: Isa, K: Bf16Kernel>(
     let blocks = n_out.div_ceil(NR);
     let scratch = || Scratch {
         panel: vec![0; KC / 2 * NR],
-        row: vec![0.0; KC],
+        row: vec![0.0; PACK_ROWS * ROW_STRIDE],
         c: vec![0.0; tiles * MR * NR],
     };
     (0..blocks)
@@ -127,7 +131,6 @@ pub(crate) fn forward<I: Isa, K: Bf16Kernel>(
         .for_each_init(scratch, |s, block| {
             let o0 = block * NR;
             let rows = NR.min(n_out - o0);
-            s.c.fill(0.0);
             for k0 in (0..n_in).step_by(KC) {
                 let klen = KC.min(n_in - k0);
                 let kp = klen.div_ceil(2);
@@ -143,7 +146,7 @@ pub(crate) fn forward<I: Isa, K: Bf16Kernel>(
                 let (p0, b) = (k0 / 2, &s.panel[..kp * NR]);
                 for (tile, c) in s.c.chunks_exact_mut(MR * NR).enumerate() {
                     let at = &a[(tile * pairs + p0) * MR..][..kp * MR];
-                    kernel.tile(at, b, c);
+                    kernel.tile(at, b, c, k0 > 0);
                 }
             }
             let out = shared;
@@ -215,30 +218,46 @@ fn decoder<'a, I: Isa + 'a>(isa: I, w: &'a LinearWeight, n_in: usize) -> (f32, R
     }
 }
 
+/// Rows decoded at a time by [`pack_panel`]: each packed input pair then fills one
+/// 64-byte line of the panel instead of touching 48 lines.
+const PACK_ROWS: usize = 16;
+/// Row stride of the decoded rows in [`pack_panel`]: padded past a multiple of 4 KiB,
+/// where the 16 rows read together would fall into the same L1 set.
+const ROW_STRIDE: usize = KC + 32;
+
 /// Packs weight rows `o0..o0 + rows`, inputs `[k0, k0 + klen)`, as `[pair][NR]` bf16
-/// pairs; rows past `rows` and the odd last input are zero.
+/// pairs; rows past `rows` and the odd last input are zero. `rowbuf` holds
+/// `PACK_ROWS · ROW_STRIDE` floats.
 fn pack_panel(
     decode: &RowDecoder<'_>,
     o0: usize,
     rows: usize,
     k0: usize,
     klen: usize,
-    row: &mut [f32],
+    rowbuf: &mut [f32],
     panel: &mut [u32],
 ) {
     if rows < NR {
         panel.fill(0);
     }
-    let row = &mut row[..klen];
-    for o in 0..rows {
-        decode(o0 + o, k0, row);
-        let mut it = row.chunks_exact(2);
-        for (p, pair) in it.by_ref().enumerate() {
-            // Exact: the decoded values are bf16 values, so truncation loses nothing.
-            panel[p * NR + o] = (pair[0].to_bits() >> 16) | (pair[1].to_bits() & 0xffff_0000);
+    let kp = klen.div_ceil(2);
+    for g0 in (0..rows).step_by(PACK_ROWS) {
+        let g = PACK_ROWS.min(rows - g0);
+        for (o, row) in rowbuf.chunks_exact_mut(ROW_STRIDE).take(g).enumerate() {
+            decode(o0 + g0 + o, k0, &mut row[..klen]);
+            if klen % 2 == 1 {
+                row[klen] = 0.0;
+            }
         }
-        if let [last] = it.remainder() {
-            panel[(klen / 2) * NR + o] = last.to_bits() >> 16;
+        let rowbuf = &rowbuf[..g * ROW_STRIDE];
+        for (p, dst) in panel.chunks_exact_mut(NR).take(kp).enumerate() {
+            for (d, row) in dst[g0..g0 + g]
+                .iter_mut()
+                .zip(rowbuf.chunks_exact(ROW_STRIDE))
+            {
+                // Exact: the decoded values are bf16 values, so truncation loses nothing.
+                *d = (row[2 * p].to_bits() >> 16) | (row[2 * p + 1].to_bits() & 0xffff_0000);
+            }
         }
     }
 }

@@ -132,7 +132,10 @@ impl Perm {
         }
     }
 
-    /// The natural index (within its chunk) of the element at position `p`.
+    /// The natural index (within its chunk) of the element at position `p`: the
+    /// definition [`Perm::apply`]'s specialised loops implement (tests check them
+    /// against it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn source(self, p: usize) -> usize {
         match self {
             Perm::Natural => p,
@@ -146,9 +149,27 @@ impl Perm {
     pub(crate) fn apply<T: Copy>(self, src: &[T], dst: &mut [T]) {
         let c = self.chunk();
         let full = src.len() / c * c;
-        for (s, d) in src[..full].chunks_exact(c).zip(dst.chunks_exact_mut(c)) {
-            for (p, v) in d.iter_mut().enumerate() {
-                *v = s[self.source(p)];
+        let chunks = src[..full].chunks_exact(c).zip(dst.chunks_exact_mut(c));
+        // One loop per order, so the index arithmetic is constant-folded.
+        match self {
+            Perm::Natural => dst[..full].copy_from_slice(&src[..full]),
+            Perm::EvenOdd(n) => {
+                for (s, d) in chunks {
+                    let (even, odd) = d.split_at_mut(n / 2);
+                    for ((e, o), pair) in even.iter_mut().zip(odd).zip(s.chunks_exact(2)) {
+                        *e = pair[0];
+                        *o = pair[1];
+                    }
+                }
+            }
+            Perm::Nibble16x8 => {
+                for (s, d) in chunks {
+                    for (j, dj) in d.chunks_exact_mut(16).enumerate() {
+                        for (i, v) in dj.iter_mut().enumerate() {
+                            *v = s[8 * i + j];
+                        }
+                    }
+                }
             }
         }
         dst[full..].copy_from_slice(&src[full..]);
@@ -258,6 +279,26 @@ mod tests {
             let mut seen = vec![false; perm.chunk()];
             for p in 0..perm.chunk() {
                 assert!(!std::mem::replace(&mut seen[perm.source(p)], true));
+            }
+        }
+        let src: Vec<u32> = (0..300).collect();
+        for perm in [
+            Perm::Natural,
+            Perm::EvenOdd(64),
+            Perm::EvenOdd(128),
+            Perm::Nibble16x8,
+        ] {
+            let mut dst = vec![0; 300];
+            perm.apply(&src, &mut dst);
+            let c = perm.chunk();
+            for (p, &v) in dst.iter().enumerate() {
+                let full = 300 / c * c;
+                let want = if p < full {
+                    p / c * c + perm.source(p % c)
+                } else {
+                    p
+                };
+                assert_eq!(v as usize, want, "{perm:?} position {p}");
             }
         }
         let src: Vec<u32> = (0..144).collect();

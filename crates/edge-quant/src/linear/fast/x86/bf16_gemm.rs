@@ -20,9 +20,9 @@ impl Avx512Bf16 {
 }
 
 impl Bf16Kernel for Avx512Bf16 {
-    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32]) {
+    fn tile(self, a: &[u32], b: &[u32], c: &mut [f32], accumulate: bool) {
         // SAFETY: the token exists only if `detect` found AVX-512 F and BF16.
-        unsafe { tile(a, b, c) }
+        unsafe { tile(a, b, c, accumulate) }
     }
 }
 
@@ -35,7 +35,7 @@ fn bh(v: __m512i) -> __m512bh {
 }
 
 #[target_feature(enable = "avx512f,avx512bf16")]
-fn tile(a: &[u32], b: &[u32], c: &mut [f32]) {
+fn tile(a: &[u32], b: &[u32], c: &mut [f32], accumulate: bool) {
     assert!(c.len() >= MR * NR && a.len() / MR == b.len() / NR);
     let mut acc = [[_mm512_setzero_ps(); 3]; MR];
     for (ap, bp) in a.chunks_exact(MR).zip(b.chunks_exact(NR)) {
@@ -52,7 +52,14 @@ fn tile(a: &[u32], b: &[u32], c: &mut [f32]) {
         for (j, &v) in acc_i.iter().enumerate() {
             let p = ci[16 * j..16 * j + 16].as_mut_ptr();
             // SAFETY: `p` points at 16 floats of `ci` (bounds checked by the slice).
-            unsafe { _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), v)) };
+            unsafe {
+                let v = if accumulate {
+                    _mm512_add_ps(_mm512_loadu_ps(p), v)
+                } else {
+                    v
+                };
+                _mm512_storeu_ps(p, v);
+            }
         }
     }
 }
