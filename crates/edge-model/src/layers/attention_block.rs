@@ -2,7 +2,7 @@
 //! of [`QUERY_BLOCK`] queries, scores and the weighted value sum are two small matmuls
 //! ([`matmul_acc`]) instead of one dot product and one axpy per visible key.
 
-use super::simd::{dispatch, matmul_acc};
+use super::simd::{dispatch, exp, matmul_acc};
 
 /// Queries per block: the score block is `visible keys × QUERY_BLOCK` floats.
 pub const QUERY_BLOCK: usize = 32;
@@ -68,7 +68,7 @@ fn attend_body(
         scores.clear();
         scores.resize(nk * qb, 0.0);
         let keys = &kv.keys[kv.offset..];
-        matmul_acc(
+        matmul_acc::<QUERY_BLOCK>(
             (nk, qb, d),
             scale,
             keys,
@@ -91,7 +91,7 @@ fn attend_body(
         for (s, row) in scores.chunks_exact_mut(qb).enumerate() {
             for (i, x) in row.iter_mut().enumerate() {
                 *x = if s < visible(i) {
-                    (*x - max[i]).exp()
+                    exp(*x - max[i])
                 } else {
                     0.0
                 };
@@ -108,7 +108,7 @@ fn attend_body(
         let o = &mut out[i0 * d..][..qb * d];
         o.fill(0.0);
         let values = &kv.values[kv.offset..];
-        matmul_acc((qb, d, nk), 1.0, &scores, (1, qb), values, kv.stride, o, d);
+        matmul_acc::<64>((qb, d, nk), 1.0, &scores, (1, qb), values, kv.stride, o, d);
     }
 }
 

@@ -1,5 +1,7 @@
 //! RMSNorm variants (spec §3): zero-centred, gated, and the GDN L2 norm.
 
+use super::simd::exp;
+
 /// Zero-centred RMSNorm over each `w.len()`-wide row of `x`, in place:
 /// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
 pub fn rms_norm_zero_centred(x: &mut [f32], w: &[f32], eps: f32) {
@@ -44,19 +46,19 @@ fn inv_rms(row: &[f32], eps: f32) -> f32 {
 /// `x · sigmoid(x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + exp(-x))
 }
 
 /// The logistic function.
 #[inline]
 pub fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+    1.0 / (1.0 + exp(-x))
 }
 
 /// PyTorch's default softplus (β = 1, threshold 20).
 #[inline]
 pub fn softplus(x: f32) -> f32 {
-    if x > 20.0 { x } else { x.exp().ln_1p() }
+    if x > 20.0 { x } else { exp(x).ln_1p() }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
-use crate::layers::simd::{axpy, dispatch, matmul_acc};
+use crate::layers::simd::{axpy, dispatch, exp, matmul_acc};
 
 /// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
 /// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
@@ -161,7 +161,7 @@ impl ChunkScratch {
         let dmat = &mut self.decay[..n * n];
         for r in 0..n {
             for s in 0..=r {
-                dmat[r * n + s] = (gamma[r] - gamma[s]).exp();
+                dmat[r * n + s] = exp(gamma[r] - gamma[s]);
             }
         }
         let dmat = &self.decay[..n * n];
@@ -178,7 +178,7 @@ impl ChunkScratch {
         // T = (I + A)^{-1}, A = strict-lower(β_r k_r·k_s D_rs), by forward substitution
         // exactly as HF builds it: attn[i, :i] = row + row · attn[:i, :i].
         gram.fill(0.0);
-        matmul_acc((n, n, dk), 1.0, k, (dk, 1), kt, n, gram, n);
+        matmul_acc::<64>((n, n, dk), 1.0, k, (dk, 1), kt, n, gram, n);
         let t = &mut self.t;
         for r in 0..n {
             for s in 0..r {
@@ -208,7 +208,7 @@ impl ChunkScratch {
         // U = T diag(β) V, then W = T diag(β e^γ) K.
         let (u, w) = (&mut self.u[..n * dv], &mut self.w[..n * dk]);
         u.fill(0.0);
-        matmul_acc((n, dv, n), 1.0, t, (CHUNK, 1), v, dv, u, dv);
+        matmul_acc::<64>((n, dv, n), 1.0, t, (CHUNK, 1), v, dv, u, dv);
         let mut exp_gamma = [0.0f32; CHUNK];
         for (e, &g) in exp_gamma.iter_mut().zip(gamma) {
             *e = g.exp();
@@ -219,19 +219,19 @@ impl ChunkScratch {
             }
         }
         w.fill(0.0);
-        matmul_acc((n, dk, n), 1.0, t, (CHUNK, 1), k, dk, w, dk);
+        matmul_acc::<64>((n, dk, n), 1.0, t, (CHUNK, 1), k, dk, w, dk);
         // V' = U − W S.
         let vnew = &mut self.vnew[..n * dv];
         vnew.copy_from_slice(u);
-        matmul_acc((n, dv, dk), -1.0, w, (dk, 1), state, dv, vnew, dv);
+        matmul_acc::<64>((n, dv, dk), -1.0, w, (dk, 1), state, dv, vnew, dv);
         // O = diag(e^γ) Q S + ((Q Kᵀ) ⊙ D) V', D zero above the diagonal.
         out.fill(0.0);
-        matmul_acc((n, dv, dk), 1.0, q, (dk, 1), state, dv, out, dv);
+        matmul_acc::<64>((n, dv, dk), 1.0, q, (dk, 1), state, dv, out, dv);
         for (o, &eg) in out.chunks_exact_mut(dv).zip(&exp_gamma) {
             o.iter_mut().for_each(|x| *x *= eg);
         }
         gram.fill(0.0);
-        matmul_acc((n, n, dk), 1.0, q, (dk, 1), kt, n, gram, n);
+        matmul_acc::<64>((n, n, dk), 1.0, q, (dk, 1), kt, n, gram, n);
         for r in 0..n {
             for s in 0..n {
                 gram[r * n + s] = if s <= r {
@@ -241,7 +241,7 @@ impl ChunkScratch {
                 };
             }
         }
-        matmul_acc((n, dv, n), 1.0, gram, (n, 1), vnew, dv, out, dv);
+        matmul_acc::<64>((n, dv, n), 1.0, gram, (n, 1), vnew, dv, out, dv);
         // S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V'.
         let last = gamma[n - 1];
         let el = last.exp();
@@ -252,7 +252,7 @@ impl ChunkScratch {
                 *d = x * f;
             }
         }
-        matmul_acc((dk, dv, n), 1.0, w, (1, dk), vnew, dv, state, dv);
+        matmul_acc::<64>((dk, dv, n), 1.0, w, (1, dk), vnew, dv, state, dv);
     }
 }
 
