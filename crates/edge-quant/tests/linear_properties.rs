@@ -350,3 +350,53 @@ fn fast_path_uses_simd_on_this_machine() {
     assert_eq!(level, SimdLevel::Neon);
     assert!(SimdLevel::Portable.is_available());
 }
+
+/// `forward_shared` gives exactly what `forward` gives per layer: mixed formats (the
+/// GEMM group packs natural and NVFP4-permuted activations), f32 layers outside the
+/// group, prompt and decode token counts, bf16 and f32 activations; and it checks shapes.
+#[test]
+fn shared_forward_equals_per_layer_forward() {
+    let mut rng = Rng::new(11);
+    let inp = 160;
+    for bf16_act in [true, false] {
+        let layers: Vec<Linear> = [
+            (Format::Nvfp4, 50),
+            (Format::Bf16, 97),
+            (Format::Fp8, 16),
+            (Format::F32, 33),
+        ]
+        .into_iter()
+        .map(|(format, out)| {
+            let lin = make_layer(format, out, inp, &mut rng).0;
+            if bf16_act {
+                lin.with_activation_quant(ActivationQuant::Bf16).unwrap()
+            } else {
+                lin
+            }
+        })
+        .collect();
+        let refs: Vec<&Linear> = layers.iter().collect();
+        for tokens in [1, 8, 21] {
+            let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
+            for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
+                let mut got: Vec<Vec<f32>> = layers
+                    .iter()
+                    .map(|l| vec![f32::NAN; tokens * l.out_features()])
+                    .collect();
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
+                Linear::forward_shared_with_level(level, &refs, &x, tokens, &mut outs).unwrap();
+                for (lin, g) in layers.iter().zip(&got) {
+                    let mut want = vec![0.0f32; g.len()];
+                    lin.forward_with_level(level, &x, tokens, &mut want)
+                        .unwrap();
+                    assert_eq!(g, &want, "{level} tokens={tokens} bf16={bf16_act}");
+                }
+            }
+        }
+        let mut short = vec![0.0f32; 3];
+        let mut outs: Vec<&mut [f32]> = vec![short.as_mut_slice()];
+        let x = vec![0.0f32; inp];
+        assert!(Linear::forward_shared(&refs[..1], &x, 1, &mut outs).is_err());
+        assert!(Linear::forward_shared(&refs, &x, 1, &mut outs).is_err());
+    }
+}

@@ -69,9 +69,12 @@ impl GatedAttention {
         let mut qg = vec![0.0; tokens * h * 2 * d];
         let mut k = vec![0.0; tokens * hkv * d];
         let mut v = vec![0.0; tokens * hkv * d];
-        self.q_proj.forward(x, tokens, &mut qg)?;
-        self.k_proj.forward(x, tokens, &mut k)?;
-        self.v_proj.forward(x, tokens, &mut v)?;
+        Linear::forward_shared(
+            &[&self.q_proj, &self.k_proj, &self.v_proj],
+            x,
+            tokens,
+            &mut [&mut qg, &mut k, &mut v],
+        )?;
 
         // Split interleaved [q | gate] per head; normalise and rotate q and k.
         let mut q = vec![0.0; tokens * h * d];

@@ -21,8 +21,7 @@ impl Mlp {
         let inter = self.gate.out_features();
         let mut g = vec![0.0; tokens * inter];
         let mut u = vec![0.0; tokens * inter];
-        self.gate.forward(x, tokens, &mut g)?;
-        self.up.forward(x, tokens, &mut u)?;
+        Linear::forward_shared(&[&self.gate, &self.up], x, tokens, &mut [&mut g, &mut u])?;
         for (gv, uv) in g.iter_mut().zip(&u) {
             *gv = silu(*gv) * uv;
         }

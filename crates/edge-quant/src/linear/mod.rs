@@ -227,6 +227,42 @@ impl Linear {
         fast::forward(self, level, x, tokens, out)
     }
 
+    /// Runs several layers on the same input: `outs[i] = x·Wᵢᵀ` for `layers[i]`, exactly
+    /// what [`Linear::forward`] on each gives. Layers that take the bf16 GEMM share one
+    /// packing of `x` and one parallel loop (the q/k/v, gate/up and GDN input
+    /// projections of a prompt). All layers must have the same `in_features`.
+    pub fn forward_shared(
+        layers: &[&Linear],
+        x: &[f32],
+        tokens: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<()> {
+        Self::forward_shared_with_level(simd_level(), layers, x, tokens, outs)
+    }
+
+    /// [`Linear::forward_shared`] forced to one SIMD level (tests, benchmarks).
+    pub fn forward_shared_with_level(
+        level: SimdLevel,
+        layers: &[&Linear],
+        x: &[f32],
+        tokens: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<()> {
+        if layers.len() != outs.len() {
+            return Err(QuantError::ShapeMismatch {
+                op: "Linear::forward_shared",
+                detail: format!("{} layers but {} outputs", layers.len(), outs.len()),
+            });
+        }
+        for (lin, out) in layers.iter().zip(outs.iter_mut()) {
+            lin.check_io(x, tokens, out)?;
+            if let Some(o) = &lin.observer {
+                o.observe(x);
+            }
+        }
+        fast::forward_group(layers, level, x, tokens, outs)
+    }
+
     /// Reference path: scalar, f64 dot products of dequantized rows. Same contract as
     /// [`Linear::forward`].
     pub fn forward_reference(&self, x: &[f32], tokens: usize, out: &mut [f32]) -> Result<()> {

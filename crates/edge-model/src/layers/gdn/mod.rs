@@ -71,10 +71,17 @@ impl GatedDeltaNet {
         let mut z = vec![0.0; tokens * hv * dv];
         let mut b = vec![0.0; tokens * hv];
         let mut a = vec![0.0; tokens * hv];
-        self.in_proj_qkv.forward(x, tokens, &mut qkv)?;
-        self.in_proj_z.forward(x, tokens, &mut z)?;
-        self.in_proj_b.forward(x, tokens, &mut b)?;
-        self.in_proj_a.forward(x, tokens, &mut a)?;
+        Linear::forward_shared(
+            &[
+                &self.in_proj_qkv,
+                &self.in_proj_z,
+                &self.in_proj_b,
+                &self.in_proj_a,
+            ],
+            x,
+            tokens,
+            &mut [&mut qkv, &mut z, &mut b, &mut a],
+        )?;
 
         let mixed = self.causal_conv(&qkv, tokens, &mut state.conv);
 

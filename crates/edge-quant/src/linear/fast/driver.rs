@@ -26,26 +26,8 @@ pub(crate) fn forward(
             "SIMD level {level} is not available on this CPU or build"
         ))
     };
-    if lin.activation_quant() == ActivationQuant::Bf16
-        && tokens >= GEMM_MIN_TOKENS
-        && gemm::supports(lin.weight())
-    {
-        match level {
-            SimdLevel::Portable => {
-                gemm::forward(Portable, PortableKernel, lin, x, tokens, out);
-                return Ok(());
-            }
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => {
-                let isa = super::x86::Avx512::detect().ok_or_else(unavailable)?;
-                if let Some(kernel) = super::x86::Avx512Bf16::detect() {
-                    gemm::forward(isa, kernel, lin, x, tokens, out);
-                    return Ok(());
-                }
-            }
-            // No bf16 dot-product kernel yet: the row kernels on rounded activations.
-            _ => {}
-        }
+    if gemm_eligible(lin, tokens) && run_gemm(level, &[lin], x, tokens, &mut [out])? {
+        return Ok(());
     }
     match level {
         SimdLevel::Portable => run(Portable, lin, x, tokens, out),
@@ -69,6 +51,72 @@ pub(crate) fn forward(
         SimdLevel::Neon => run(super::aarch64::Neon, lin, x, tokens, out),
         #[allow(unreachable_patterns)]
         _ => Err(unavailable()),
+    }
+}
+
+/// Runs layers sharing the input `x` (shapes already checked): the ones that take the
+/// bf16 GEMM together (one packing of `x`, one parallel loop), the rest one by one.
+pub(crate) fn forward_group(
+    layers: &[&Linear],
+    level: SimdLevel,
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<()> {
+    let (mut group, mut group_outs) = (Vec::new(), Vec::new());
+    for (lin, out) in layers.iter().zip(outs.iter_mut()) {
+        if gemm_eligible(lin, tokens) {
+            group.push(*lin);
+            group_outs.push(&mut **out);
+        } else {
+            forward(lin, level, x, tokens, out)?;
+        }
+    }
+    if !group.is_empty() && !run_gemm(level, &group, x, tokens, &mut group_outs)? {
+        for (lin, out) in group.iter().zip(group_outs.iter_mut()) {
+            forward(lin, level, x, tokens, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `lin` takes the bf16 GEMM for `tokens` rows (when the CPU has a kernel).
+fn gemm_eligible(lin: &Linear, tokens: usize) -> bool {
+    lin.activation_quant() == ActivationQuant::Bf16
+        && tokens >= GEMM_MIN_TOKENS
+        && gemm::supports(lin.weight())
+}
+
+/// Runs `layers` through the bf16 GEMM at `level`; `false` when the level has no
+/// GEMM kernel on this CPU (nothing was written).
+fn run_gemm(
+    level: SimdLevel,
+    layers: &[&Linear],
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<bool> {
+    match level {
+        SimdLevel::Portable => {
+            gemm::forward_group(Portable, PortableKernel, layers, x, tokens, outs);
+            Ok(true)
+        }
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => match (
+            super::x86::Avx512::detect(),
+            super::x86::Avx512Bf16::detect(),
+        ) {
+            (Some(isa), Some(kernel)) => {
+                gemm::forward_group(isa, kernel, layers, x, tokens, outs);
+                Ok(true)
+            }
+            (None, _) => Err(QuantError::Unsupported(format!(
+                "SIMD level {level} is not available on this CPU or build"
+            ))),
+            (Some(_), None) => Ok(false),
+        },
+        // No bf16 dot-product kernel yet: the row kernels on rounded activations.
+        _ => Ok(false),
     }
 }
 

@@ -100,64 +100,98 @@ struct Scratch {
     c: Vec<f32>,
 }
 
-/// `out = round_bf16(x)·Wᵀ` for `tokens` rows; `supports(lin.weight())` must hold.
-pub(crate) fn forward<I: Isa, K: Bf16Kernel>(
+/// `outs[i] = round_bf16(x)·Wᵢᵀ` for `tokens` rows and every layer of `layers`, which
+/// share `in_features` and all satisfy [`supports`]. The activations are packed once per
+/// element order the layers need, and one parallel loop covers every output block of
+/// every layer (no barrier between layers; small layers fill gaps).
+pub(crate) fn forward_group<I: Isa, K: Bf16Kernel>(
     isa: I,
     kernel: K,
-    lin: &Linear,
+    layers: &[&Linear],
     x: &[f32],
     tokens: usize,
-    out: &mut [f32],
+    outs: &mut [&mut [f32]],
 ) {
-    let (n_out, n_in) = (lin.out_features(), lin.in_features());
-    let perm = match lin.weight() {
+    let Some(first) = layers.first() else { return };
+    let n_in = first.in_features();
+    let perm_of = |lin: &Linear| match lin.weight() {
         LinearWeight::Nvfp4(_) => I::NVFP4_PERM,
         _ => Perm::Natural,
     };
-    let a = pack_activations(perm, x, tokens, n_in);
+    let mut packed: Vec<(Perm, Vec<u32>)> = Vec::new();
+    for lin in layers {
+        let perm = perm_of(lin);
+        if !packed.iter().any(|(p, _)| *p == perm) {
+            packed.push((perm, pack_activations(perm, x, tokens, n_in)));
+        }
+    }
+    struct Job<'a> {
+        a: &'a [u32],
+        n_out: usize,
+        scale: f32,
+        decode: RowDecoder<'a>,
+        out: SharedOut,
+    }
+    let jobs: Vec<Job> = layers
+        .iter()
+        .zip(outs.iter_mut())
+        .map(|(lin, out)| {
+            let perm = perm_of(lin);
+            let a = &packed
+                .iter()
+                .find(|(p, _)| *p == perm)
+                .expect("packed above")
+                .1;
+            let (scale, decode) = decoder(isa, lin.weight(), n_in);
+            Job {
+                a,
+                n_out: lin.out_features(),
+                scale,
+                decode,
+                out: SharedOut(out.as_mut_ptr()),
+            }
+        })
+        .collect();
+    let tasks: Vec<(usize, usize)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(j, job)| (0..job.n_out.div_ceil(NR)).map(move |b| (j, b)))
+        .collect();
     let pairs = n_in.div_ceil(2);
     let tiles = tokens.div_ceil(MR);
-    let (scale, decode) = decoder(isa, lin.weight(), n_in);
-    let shared = SharedOut(out.as_mut_ptr());
-    let blocks = n_out.div_ceil(NR);
     let scratch = || Scratch {
         panel: vec![0; KC / 2 * NR],
         row: vec![0.0; PACK_ROWS * ROW_STRIDE],
         c: vec![0.0; tiles * MR * NR],
     };
-    (0..blocks)
+    tasks
         .into_par_iter()
         .with_max_len(1)
-        .for_each_init(scratch, |s, block| {
-            let o0 = block * NR;
+        .for_each_init(scratch, |s, (j, block)| {
+            let job = &jobs[j];
+            let (o0, n_out) = (block * NR, job.n_out);
             let rows = NR.min(n_out - o0);
             for k0 in (0..n_in).step_by(KC) {
                 let klen = KC.min(n_in - k0);
                 let kp = klen.div_ceil(2);
-                pack_panel(
-                    &decode,
-                    o0,
-                    rows,
-                    k0,
-                    klen,
-                    &mut s.row,
-                    &mut s.panel[..kp * NR],
-                );
+                let panel = &mut s.panel[..kp * NR];
+                pack_panel(&job.decode, o0, rows, k0, klen, &mut s.row, panel);
                 let (p0, b) = (k0 / 2, &s.panel[..kp * NR]);
                 for (tile, c) in s.c.chunks_exact_mut(MR * NR).enumerate() {
-                    let at = &a[(tile * pairs + p0) * MR..][..kp * MR];
+                    let at = &job.a[(tile * pairs + p0) * MR..][..kp * MR];
                     kernel.tile(at, b, c, k0 > 0);
                 }
             }
-            let out = shared;
+            let out = job.out;
             for (t, c) in s.c.chunks_exact(NR).take(tokens).enumerate() {
                 let dst = (t * n_out + o0)..(t * n_out + o0 + rows);
                 debug_assert!(dst.end <= tokens * n_out);
-                // SAFETY: `dst` lies inside `out` (t < tokens, o0 + rows <= n_out), and
-                // columns o0..o0+rows belong to this task only (see `SharedOut`).
+                // SAFETY: `dst` lies inside this job's output (t < tokens, o0 + rows <=
+                // n_out; the caller checked its length), and columns o0..o0+rows of it
+                // belong to this task only (see `SharedOut`).
                 let y = unsafe { std::slice::from_raw_parts_mut(out.0.add(dst.start), rows) };
                 for (y, &v) in y.iter_mut().zip(c) {
-                    *y = v * scale;
+                    *y = v * job.scale;
                 }
             }
         });

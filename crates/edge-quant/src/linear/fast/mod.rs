@@ -19,7 +19,7 @@ mod aarch64;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
-pub(crate) use driver::forward;
+pub(crate) use driver::{forward, forward_group};
 
 use std::sync::OnceLock;
 
