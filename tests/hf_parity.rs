@@ -206,35 +206,64 @@ fn mtp_head_matches_reference() {
     }
 }
 
+/// The bf16 fixture's prompt logits from edge-llm in `mode`, with transformers' f32
+/// and bf16-compute logits for the same prompt.
+struct Bf16Run {
+    model: Qwen35Model,
+    prompt: Vec<u32>,
+    vocab: usize,
+    got: Vec<f32>,
+    hf_f32: Vec<f32>,
+    hf_bf16: Vec<f32>,
+}
+
+impl Bf16Run {
+    fn new(mode: ActivationMode) -> Self {
+        let dir = "qwen35-tiny-bf16-vl";
+        let exp = Expected::load(dir);
+        let model = Qwen35Model::load(&fixture(dir), mode).unwrap();
+        let vocab = model.config().vocab_size;
+        let prompt = exp.ids("prompt_ids");
+        let got = model
+            .forward(&prompt, &mut model.new_state(), Logits::All)
+            .unwrap()
+            .logits;
+        Bf16Run {
+            model,
+            prompt,
+            vocab,
+            got,
+            hf_f32: exp.f32("prompt_logits").0,
+            hf_bf16: exp.f32("prompt_logits_bf16").0,
+        }
+    }
+
+    /// Prompt positions where `got` and `other` pick the same token.
+    fn argmax_agreement(&self, other: &[f32]) -> usize {
+        let row = |l: &[f32], t: usize| argmax(&l[t * self.vocab..][..self.vocab]);
+        (0..self.prompt.len())
+            .filter(|&t| row(&self.got, t) == row(other, t))
+            .count()
+    }
+}
+
 /// edge-llm computes in f32 over bf16 weights; transformers' bf16 compute rounds every
 /// intermediate to bf16. This records how far apart the two are (documented in
 /// docs/NUMERICS.md) and bounds it loosely so a regression is still caught.
 #[test]
 fn bf16_weights_agreement_with_transformers_bf16_compute() {
-    let dir = "qwen35-tiny-bf16-vl";
-    let exp = Expected::load(dir);
-    let model = Qwen35Model::load(&fixture(dir), ActivationMode::None).unwrap();
-    let vocab = model.config().vocab_size;
-    let prompt = exp.ids("prompt_ids");
-    let got = model
-        .forward(&prompt, &mut model.new_state(), Logits::All)
-        .unwrap()
-        .logits;
-    let (hf_bf16, _) = exp.f32("prompt_logits_bf16");
-    let (hf_f32, _) = exp.f32("prompt_logits");
-    let ours_vs_bf16 = max_abs_diff(&got, &hf_bf16);
-    let f32_vs_bf16 = max_abs_diff(&hf_f32, &hf_bf16);
-    let agree = (0..prompt.len())
-        .filter(|&t| argmax(&got[t * vocab..][..vocab]) == argmax(&hf_bf16[t * vocab..][..vocab]))
-        .count();
+    let run = Bf16Run::new(ActivationMode::None);
+    let ours_vs_bf16 = max_abs_diff(&run.got, &run.hf_bf16);
+    let f32_vs_bf16 = max_abs_diff(&run.hf_f32, &run.hf_bf16);
+    let agree = run.argmax_agreement(&run.hf_bf16);
     println!(
         "bf16 compute: ours vs HF-bf16 max |Δ| = {ours_vs_bf16:.3}, HF-f32 vs HF-bf16 = {f32_vs_bf16:.3}, \
          argmax agreement {agree}/{}",
-        prompt.len()
+        run.prompt.len()
     );
     // Our f32 compute is as close to HF's bf16 compute as HF's own f32 compute is.
     assert!(ours_vs_bf16 <= f32_vs_bf16 * 1.1 + 1e-3);
-    assert!(agree * 10 >= prompt.len() * 8);
+    assert!(agree * 10 >= run.prompt.len() * 8);
 }
 
 /// The bf16-activation mode (linear inputs rounded to bf16; prompts through the packed
@@ -244,44 +273,32 @@ fn bf16_weights_agreement_with_transformers_bf16_compute() {
 /// by token (recorded in docs/NUMERICS.md).
 #[test]
 fn bf16_activation_mode_tracks_transformers() {
-    let dir = "qwen35-tiny-bf16-vl";
-    let exp = Expected::load(dir);
-    let model = Qwen35Model::load(&fixture(dir), ActivationMode::Bf16).unwrap();
-    let vocab = model.config().vocab_size;
-    let prompt = exp.ids("prompt_ids");
-    let got = model
-        .forward(&prompt, &mut model.new_state(), Logits::All)
-        .unwrap()
-        .logits;
-    let (hf_f32, _) = exp.f32("prompt_logits");
-    let (hf_bf16, _) = exp.f32("prompt_logits_bf16");
-    let ours_vs_f32 = max_abs_diff(&got, &hf_f32);
-    let hf_bf16_vs_f32 = max_abs_diff(&hf_bf16, &hf_f32);
-    let agree = (0..prompt.len())
-        .filter(|&t| argmax(&got[t * vocab..][..vocab]) == argmax(&hf_f32[t * vocab..][..vocab]))
-        .count();
+    let run = Bf16Run::new(ActivationMode::Bf16);
+    let ours_vs_f32 = max_abs_diff(&run.got, &run.hf_f32);
+    let hf_bf16_vs_f32 = max_abs_diff(&run.hf_bf16, &run.hf_f32);
+    let agree = run.argmax_agreement(&run.hf_f32);
 
-    let mut state = model.new_state();
-    let mut stepwise = Vec::with_capacity(got.len());
-    for &tok in &prompt {
+    let mut state = run.model.new_state();
+    let mut stepwise = Vec::with_capacity(run.got.len());
+    for &tok in &run.prompt {
         stepwise.extend(
-            model
+            run.model
                 .forward(&[tok], &mut state, Logits::Last)
                 .unwrap()
                 .logits,
         );
     }
-    let prefill_vs_steps = max_abs_diff(&got, &stepwise);
+    let prefill_vs_steps = max_abs_diff(&run.got, &stepwise);
     println!(
         "bf16 activations: vs HF-f32 max |Δ| = {ours_vs_f32:.2e} (HF-bf16 vs HF-f32 {hf_bf16_vs_f32:.2e}), \
          argmax agreement {agree}/{}, prompt pass vs token by token {prefill_vs_steps:.2e}",
-        prompt.len()
+        run.prompt.len()
     );
     assert!(
         ours_vs_f32 <= hf_bf16_vs_f32,
         "{ours_vs_f32} > {hf_bf16_vs_f32}"
     );
-    assert!(agree * 10 >= prompt.len() * 8);
+    assert!(agree * 10 >= run.prompt.len() * 8);
     // Both paths round the same linear inputs, but the chunked and recurrent GDN cores
     // differ in f32 rounding, which can move an activation across a bf16 rounding
     // boundary (a 2⁻⁸ step): the gap is a small fraction of bf16's own effect.

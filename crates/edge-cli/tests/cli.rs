@@ -15,6 +15,23 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// Runs `edge-llm generate --json` with the main job's prompt plus `extra` flags and
+/// returns the parsed JSON (the command must succeed).
+fn generate_json(extra: &[&str]) -> serde_json::Value {
+    let o = bin()
+        .args([
+            "generate",
+            "--prompt",
+            "List the Python files and count their lines",
+        ])
+        .args(["--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 fn logits_shape(path: &std::path::Path) -> Vec<usize> {
     let bytes = std::fs::read(path).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -210,37 +227,14 @@ fn generate_takes_tools_and_system_flags() {
 
 #[test]
 fn embedded_demo_model_answers_with_a_tool_call() {
-    let o = bin()
-        .args([
-            "generate",
-            "--prompt",
-            "List the Python files and count their lines",
-            "--max-new-tokens",
-            "80",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = generate_json(&["--max-new-tokens", "80"]);
     let text = v["text"].as_str().unwrap();
     assert!(
         text.contains("<tool_call>") && text.contains("<function="),
         "{text}"
     );
     // Speculative decoding gives the same tokens.
-    let s = bin()
-        .args([
-            "generate",
-            "--prompt",
-            "List the Python files and count their lines",
-            "--max-new-tokens",
-            "80",
-        ])
-        .args(["--json", "--draft-tokens", "2"])
-        .output()
-        .unwrap();
-    let w: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    let w = generate_json(&["--max-new-tokens", "80", "--draft-tokens", "2"]);
     assert_eq!(v["tokens"], w["tokens"]);
     assert!(w["speculation"]["tokens_per_verify"].as_f64().unwrap() >= 1.0);
 }
@@ -250,16 +244,9 @@ fn embedded_demo_model_answers_with_a_tool_call() {
 #[test]
 fn nvfp4_demo_copy_answers_with_a_tool_call() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/demo-nvfp4");
+    let dir = dir.to_str().unwrap();
     for act in ["none", "nvfp4"] {
-        let o = bin()
-            .args(["generate", "--model"])
-            .arg(&dir)
-            .args(["--prompt", "List the Python files and count their lines"])
-            .args(["--act-quant", act, "--max-new-tokens", "60", "--json"])
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let v = generate_json(&["--model", dir, "--act-quant", act, "--max-new-tokens", "60"]);
         let text = v["text"].as_str().unwrap();
         assert!(text.contains("<function=bash>"), "{act}: {text}");
     }

@@ -1,7 +1,7 @@
 //! Gated full attention (spec §5): interleaved query/gate projection, per-head
 //! zero-centred q/k norms, partial RoPE, GQA causal softmax, sigmoid output gate.
 
-use super::attention_block::{KvView, attend_queries};
+use super::attention_block::{KvView, Queries, attend_queries};
 use super::norm::{rms_norm_zero_centred, sigmoid};
 use super::rope::Rope;
 use super::simd::{axpy, dispatch, dot};
@@ -122,16 +122,15 @@ impl GatedAttention {
                 .into_par_iter()
                 .map(|head| {
                     let mut o = vec![0.0; tokens * d];
-                    attend_queries(
-                        &q[head * d..],
-                        h * d,
-                        tokens,
-                        d,
+                    let qs = Queries {
+                        q: &q[head * d..],
+                        stride: h * d,
+                        count: tokens,
+                        dim: d,
                         pos0,
-                        &view(head),
                         scale,
-                        &mut o,
-                    );
+                    };
+                    attend_queries(&qs, &view(head), &mut o);
                     o
                 })
                 .collect();

@@ -20,37 +20,32 @@ pub struct KvView<'a> {
     pub offset: usize,
 }
 
-/// Attention of queries `q[i·q_stride..][..d]` (absolute positions `pos0 + i`,
-/// `i < n_q`) over the cache, each seeing positions `0..=pos0 + i`; writes `[n_q, d]`
-/// to `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn attend_queries(
-    q: &[f32],
-    q_stride: usize,
-    n_q: usize,
-    d: usize,
-    pos0: usize,
-    kv: &KvView,
-    scale: f32,
-    out: &mut [f32],
-) {
-    dispatch!(attend_queries_portable, (q: &[f32], q_stride: usize, n_q: usize, d: usize, pos0: usize, kv: &KvView, scale: f32, out: &mut [f32]) {
-        attend_body(q, q_stride, n_q, d, pos0, kv, scale, out)
+/// A run of consecutive queries of one head.
+pub struct Queries<'a> {
+    /// Query `i` is `q[i·stride..][..dim]`.
+    pub q: &'a [f32],
+    /// Floats between consecutive queries.
+    pub stride: usize,
+    /// Number of queries.
+    pub count: usize,
+    /// Head width.
+    pub dim: usize,
+    /// Absolute position of the first query; query `i` sees positions `0..=pos0 + i`.
+    pub pos0: usize,
+    /// Score scale, `1/√dim`.
+    pub scale: f32,
+}
+
+/// Causal attention of `qs` over the cache; writes `[qs.count, qs.dim]` to `out`.
+pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
+    dispatch!(attend_queries_portable, (qs: &Queries, kv: &KvView, out: &mut [f32]) {
+        attend_body(qs, kv, out)
     })
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn attend_body(
-    q: &[f32],
-    q_stride: usize,
-    n_q: usize,
-    d: usize,
-    pos0: usize,
-    kv: &KvView,
-    scale: f32,
-    out: &mut [f32],
-) {
+fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
+    let (q, q_stride, n_q, d, pos0, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.pos0, qs.scale);
     let mut qt = vec![0.0f32; d * QUERY_BLOCK];
     let mut scores = Vec::new();
     for i0 in (0..n_q).step_by(QUERY_BLOCK) {
@@ -132,7 +127,15 @@ mod tests {
             offset: d,
         };
         let mut out = vec![0.0; n_q * d];
-        attend_queries(&q, d, n_q, d, pos0, &kv, 0.5, &mut out);
+        let qs = Queries {
+            q: &q,
+            stride: d,
+            count: n_q,
+            dim: d,
+            pos0,
+            scale: 0.5,
+        };
+        attend_queries(&qs, &kv, &mut out);
         for i in 0..n_q {
             let vis = pos0 + i + 1;
             let s: Vec<f32> = (0..vis)
