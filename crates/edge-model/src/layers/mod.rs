@@ -3,6 +3,8 @@
 pub mod attention;
 pub(crate) mod attention_block;
 pub mod gdn;
+#[cfg(target_arch = "x86_64")]
+mod matmul_x86;
 pub mod mlp;
 pub mod norm;
 pub mod rope;

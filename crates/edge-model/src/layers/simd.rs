@@ -88,6 +88,29 @@ pub fn matmul_acc<const MM_COLS: usize>(
 ) {
     let full_rows = m / MM_ROWS * MM_ROWS;
     let full_cols = n / MM_COLS * MM_COLS;
+    #[cfg(target_arch = "x86_64")]
+    if MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available() {
+        for i0 in (0..full_rows).step_by(MM_ROWS) {
+            for j0 in (0..full_cols).step_by(MM_COLS) {
+                // SAFETY: `available()` checked AVX-512 F and FMA just above.
+                unsafe {
+                    super::matmul_x86::block(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc)
+                };
+            }
+        }
+        matmul_edges(
+            (m, n, k),
+            (full_rows, full_cols),
+            alpha,
+            a,
+            (a_rs, a_cs),
+            b,
+            ldb,
+            c,
+            ldc,
+        );
+        return;
+    }
     for i0 in (0..full_rows).step_by(MM_ROWS) {
         for j0 in (0..full_cols).step_by(MM_COLS) {
             let mut acc = [[0.0f32; MM_COLS]; MM_ROWS];
@@ -110,7 +133,34 @@ pub fn matmul_acc<const MM_COLS: usize>(
             }
         }
     }
-    // Edges: the last rows (all columns) and the last columns (full-row blocks).
+    matmul_edges(
+        (m, n, k),
+        (full_rows, full_cols),
+        alpha,
+        a,
+        (a_rs, a_cs),
+        b,
+        ldb,
+        c,
+        ldc,
+    );
+}
+
+/// The part of a [`matmul_acc`] its full blocks leave: the last rows (all columns) and
+/// the last columns of the full-block rows.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn matmul_edges(
+    (m, n, k): (usize, usize, usize),
+    (full_rows, full_cols): (usize, usize),
+    alpha: f32,
+    a: &[f32],
+    (a_rs, a_cs): (usize, usize),
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
     let edge = |i: usize, j0: usize, c: &mut [f32]| {
         let crow = &mut c[i * ldc + j0..i * ldc + n];
         for p in 0..k {
