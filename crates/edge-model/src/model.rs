@@ -456,7 +456,11 @@ fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet
         in_proj_z: r.linear(&format!("{p}.in_proj_z"), hv * dv, h)?,
         in_proj_b: r.linear(&format!("{p}.in_proj_b"), hv, h)?,
         in_proj_a: r.linear(&format!("{p}.in_proj_a"), hv, h)?,
-        conv_weight: r.tensor(&format!("{p}.conv1d.weight"), &[channels, 1, kernel])?,
+        conv_taps: GatedDeltaNet::conv_taps_from_checkpoint(
+            &r.tensor(&format!("{p}.conv1d.weight"), &[channels, 1, kernel])?,
+            channels,
+            kernel,
+        ),
         neg_a: a_log.iter().map(|a| -a.exp()).collect(),
         dt_bias: r.vector(&format!("{p}.dt_bias"), hv)?,
         norm_weight: r.vector(&format!("{p}.norm.weight"), dv)?,

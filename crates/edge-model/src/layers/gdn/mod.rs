@@ -23,8 +23,10 @@ pub struct GatedDeltaNet {
     pub in_proj_b: Linear,
     /// `[value_heads, hidden]`: decay input.
     pub in_proj_a: Linear,
-    /// Depthwise conv weight, `[channels, kernel]`.
-    pub conv_weight: Vec<f32>,
+    /// Depthwise conv weight, tap-major `[kernel, channels]` (the checkpoint stores
+    /// `[channels, 1, kernel]`; see [`GatedDeltaNet::conv_taps_from_checkpoint`]), so the
+    /// conv's inner loop runs over contiguous channels.
+    pub conv_taps: Vec<f32>,
     /// `−exp(A_log)` per value head.
     pub neg_a: Vec<f32>,
     /// `dt_bias` per value head.
@@ -48,6 +50,14 @@ pub struct GatedDeltaNet {
 }
 
 impl GatedDeltaNet {
+    /// The checkpoint's conv weight (`[channels, 1, kernel]`, flattened) in the
+    /// tap-major layout of [`GatedDeltaNet::conv_taps`].
+    pub fn conv_taps_from_checkpoint(weight: &[f32], channels: usize, kernel: usize) -> Vec<f32> {
+        (0..kernel)
+            .flat_map(|i| (0..channels).map(move |ch| weight[ch * kernel + i]))
+            .collect()
+    }
+
     fn channels(&self) -> usize {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
     }
@@ -164,12 +174,8 @@ impl GatedDeltaNet {
         rows.extend_from_slice(conv_state);
         rows.extend_from_slice(qkv);
         let mut out = vec![0.0; tokens * c];
-        // Tap-major weights, so the inner loop runs over contiguous channels.
-        let taps: Vec<Vec<f32>> = (0..kern)
-            .map(|i| (0..c).map(|ch| self.conv_weight[ch * kern + i]).collect())
-            .collect();
         for (t, o) in out.chunks_exact_mut(c).enumerate() {
-            for (i, w) in taps.iter().enumerate() {
+            for (i, w) in self.conv_taps.chunks_exact(c).enumerate() {
                 let x = &rows[(t + i) * c..][..c];
                 for ((oc, &wc), &xc) in o.iter_mut().zip(w).zip(x) {
                     *oc += wc * xc;
