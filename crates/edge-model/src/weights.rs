@@ -24,17 +24,6 @@ pub enum ActivationMode {
     Nvfp4,
 }
 
-impl ActivationMode {
-    /// The name the CLI and `FromStr` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            ActivationMode::None => "none",
-            ActivationMode::Bf16 => "bf16",
-            ActivationMode::Nvfp4 => "nvfp4",
-        }
-    }
-}
-
 impl std::str::FromStr for ActivationMode {
     type Err = ModelError;
 

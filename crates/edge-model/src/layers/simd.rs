@@ -89,78 +89,21 @@ pub fn matmul_acc<const MM_COLS: usize>(
     let full_rows = m / MM_ROWS * MM_ROWS;
     let full_cols = n / MM_COLS * MM_COLS;
     #[cfg(target_arch = "x86_64")]
-    if MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available() {
-        for i0 in (0..full_rows).step_by(MM_ROWS) {
-            for j0 in (0..full_cols).step_by(MM_COLS) {
-                // SAFETY: `available()` checked AVX-512 F and FMA just above.
+    let fma_block = MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available();
+    for i0 in (0..full_rows).step_by(MM_ROWS) {
+        for j0 in (0..full_cols).step_by(MM_COLS) {
+            #[cfg(target_arch = "x86_64")]
+            if fma_block {
+                // SAFETY: `available()` checked AVX-512 F and FMA above.
                 unsafe {
                     super::matmul_x86::block(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc)
                 };
+                continue;
             }
-        }
-        matmul_edges(
-            (m, n, k),
-            (full_rows, full_cols),
-            alpha,
-            a,
-            (a_rs, a_cs),
-            b,
-            ldb,
-            c,
-            ldc,
-        );
-        return;
-    }
-    for i0 in (0..full_rows).step_by(MM_ROWS) {
-        for j0 in (0..full_cols).step_by(MM_COLS) {
-            let mut acc = [[0.0f32; MM_COLS]; MM_ROWS];
-            for p in 0..k {
-                let brow: &[f32; MM_COLS] = b[p * ldb + j0..][..MM_COLS]
-                    .try_into()
-                    .expect("MM_COLS elements");
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let av = a[(i0 + r) * a_rs + p * a_cs];
-                    for (x, &bv) in acc_r.iter_mut().zip(brow) {
-                        *x += av * bv;
-                    }
-                }
-            }
-            for (r, acc_r) in acc.iter().enumerate() {
-                let crow = &mut c[(i0 + r) * ldc + j0..][..MM_COLS];
-                for (y, &x) in crow.iter_mut().zip(acc_r) {
-                    *y += alpha * x;
-                }
-            }
+            block::<MM_COLS>(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc);
         }
     }
-    matmul_edges(
-        (m, n, k),
-        (full_rows, full_cols),
-        alpha,
-        a,
-        (a_rs, a_cs),
-        b,
-        ldb,
-        c,
-        ldc,
-    );
-}
-
-/// The part of a [`matmul_acc`] its full blocks leave: the last rows (all columns) and
-/// the last columns of the full-block rows.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn matmul_edges(
-    (m, n, k): (usize, usize, usize),
-    (full_rows, full_cols): (usize, usize),
-    alpha: f32,
-    a: &[f32],
-    (a_rs, a_cs): (usize, usize),
-    b: &[f32],
-    ldb: usize,
-    c: &mut [f32],
-    ldc: usize,
-) {
+    // Edges: the last rows (all columns) and the last columns of the full-block rows.
     let edge = |i: usize, j0: usize, c: &mut [f32]| {
         let crow = &mut c[i * ldc + j0..i * ldc + n];
         for p in 0..k {
@@ -175,6 +118,40 @@ fn matmul_edges(
     }
     for i in full_rows..m {
         edge(i, 0, c);
+    }
+}
+
+/// One `MM_ROWS × COLS` block of [`matmul_acc`] (rows from `i0`, columns from `j0`),
+/// written for auto-vectorisation.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block<const COLS: usize>(
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    (a_rs, a_cs): (usize, usize),
+    i0: usize,
+    b: &[f32],
+    ldb: usize,
+    j0: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let mut acc = [[0.0f32; COLS]; MM_ROWS];
+    for p in 0..k {
+        let brow: &[f32; COLS] = b[p * ldb + j0..][..COLS].try_into().expect("COLS elements");
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let av = a[(i0 + r) * a_rs + p * a_cs];
+            for (x, &bv) in acc_r.iter_mut().zip(brow) {
+                *x += av * bv;
+            }
+        }
+    }
+    for (r, acc_r) in acc.iter().enumerate() {
+        let crow = &mut c[(i0 + r) * ldc + j0..][..COLS];
+        for (y, &x) in crow.iter_mut().zip(acc_r) {
+            *y += alpha * x;
+        }
     }
 }
 

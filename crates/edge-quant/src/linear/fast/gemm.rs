@@ -83,11 +83,11 @@ pub(crate) fn supports(w: &LinearWeight) -> bool {
     !matches!(w, LinearWeight::F32(_))
 }
 
-/// Output pointer shared by tasks that write disjoint columns of `out`.
+/// A layer's output pointer, shared by the tasks that write disjoint columns of it.
 #[derive(Clone, Copy)]
 struct SharedOut(*mut f32);
-// SAFETY: tasks write disjoint output columns (one block of NR features each) of an
-// `out` that outlives the parallel loop; no element is written by two tasks or read.
+// SAFETY: each task writes one block of NR output columns of one layer's output, which
+// outlives the parallel loop; no element is written by two tasks or read by any.
 unsafe impl Send for SharedOut {}
 // SAFETY: as above.
 unsafe impl Sync for SharedOut {}
