@@ -2,9 +2,10 @@
 //!
 //! For each shape of [`DECODE_SHAPES`], each format (NVFP4 W4A16 and W4A4, bf16, FP8,
 //! f32) and 1 or 16 tokens, times `Linear::forward` (rayon global pool, SIMD level of
-//! `simd_level()`). Throughput is the layer's weight bytes per forward pass, so it
-//! compares directly with the `bandwidth` benchmark. Each iteration uses the next of
-//! several distinct layers adding up to 1 GiB, so weights come from DRAM, not cache.
+//! `simd_level()`); NVFP4 and bf16 also with bf16 activations at 1 token. Throughput
+//! is the layer's weight bytes per forward pass, so it compares directly with the
+//! `bandwidth` benchmark. Each iteration uses the next of several distinct layers
+//! adding up to 1 GiB, so weights come from DRAM, not cache.
 //!
 //! Each shape group starts with `read-1GiB`, the 2-thread, 4-stream read loop of the
 //! `bandwidth` benchmark, so every group carries a read-bandwidth reference measured
@@ -18,7 +19,7 @@ use criterion::{
 };
 use edge_benches::read::{self, par_sum};
 use edge_benches::{BenchFormat, DECODE_SHAPES, Rng, WORKING_SET_BYTES, make_layers};
-use edge_quant::linear::simd_level;
+use edge_quant::linear::{ActivationQuant, simd_level};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -55,6 +56,24 @@ fn linear(c: &mut Criterion) {
                     })
                 });
                 black_box(&y);
+            }
+            if matches!(format, BenchFormat::Nvfp4 | BenchFormat::Bf16) {
+                // Decode with bf16 activations (the `vdpbf16ps` kernels on AVX-512 BF16).
+                let layers: Vec<_> = layers
+                    .into_iter()
+                    .map(|l| l.with_activation_quant(ActivationQuant::Bf16).unwrap())
+                    .collect();
+                let x = Rng::new(1).values(inp);
+                let mut y = vec![0.0f32; out];
+                let id = BenchmarkId::new(format!("{}-bf16act", format.name()), 1);
+                g.bench_function(id, |b| {
+                    let mut i = 0;
+                    b.iter(|| {
+                        let layer = &layers[i % layers.len()];
+                        i += 1;
+                        layer.forward(black_box(&x), 1, &mut y).unwrap();
+                    })
+                });
             }
         }
         g.finish();

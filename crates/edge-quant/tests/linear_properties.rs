@@ -228,6 +228,12 @@ fn decode_shapes_spot_check() {
     check_case(Format::Bf16, 1, 5, 8192 + 3, 11);
     check_case(Format::Fp8, 1, 5, 8192 + 70, 12);
     check_case(Format::F32, 1, 3, 77, 13);
+    // bf16 activations below the GEMM's 8 tokens (the bf16 dot-product kernels on
+    // AVX-512 BF16): several scale-decoding rounds, a row tail, 1 to 7 tokens.
+    for tokens in 1..=7 {
+        check_case_with(Format::Nvfp4, true, tokens, 37, 2048 + 128 + 48, 14);
+        check_case_with(Format::Bf16, true, tokens, 29, 2048 + 64 + 13, 15);
+    }
 }
 
 #[test]

@@ -29,6 +29,13 @@ pub(crate) fn forward(
     if gemm_eligible(lin, tokens) && run_gemm(level, &[lin], x, tokens, &mut [out])? {
         return Ok(());
     }
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Avx512 && gemv_eligible(lin, tokens) {
+        if let Some(kernel) = super::x86::Bf16Gemv::detect() {
+            run_gemv(kernel, lin, x, tokens, out);
+            return Ok(());
+        }
+    }
     match level {
         SimdLevel::Portable => run(Portable, lin, x, tokens, out),
         #[cfg(target_arch = "x86_64")]
@@ -87,6 +94,53 @@ fn gemm_eligible(lin: &Linear, tokens: usize) -> bool {
         && gemm::supports(lin.weight())
 }
 
+/// Whether `lin` takes the bf16 dot-product kernels for a few tokens (decode steps):
+/// bf16 activations, bf16 or NVFP4 weights, fewer tokens than the GEMM takes.
+#[cfg(target_arch = "x86_64")]
+fn gemv_eligible(lin: &Linear, tokens: usize) -> bool {
+    lin.activation_quant() == ActivationQuant::Bf16
+        && (1..=super::x86::GEMV_MAX_TOKENS).contains(&tokens)
+        && tokens < GEMM_MIN_TOKENS
+        && matches!(lin.weight(), LinearWeight::Bf16(_) | LinearWeight::Nvfp4(_))
+}
+
+/// [`gemv_eligible`] layers: activations rounded to bf16 once (in the kernel's element
+/// order for NVFP4), then the kernels over rayon tiles of output rows.
+#[cfg(target_arch = "x86_64")]
+fn run_gemv(kernel: super::x86::Bf16Gemv, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) {
+    let (n_out, n_in) = (lin.out_features(), lin.in_features());
+    let perm = match lin.weight() {
+        LinearWeight::Nvfp4(_) => Perm::Nibble32x4,
+        _ => Perm::Natural,
+    };
+    let mut xs = vec![0u16; tokens * n_in];
+    let mut natural = vec![0u16; n_in];
+    for (src, dst) in x.chunks_exact(n_in).zip(xs.chunks_exact_mut(n_in)) {
+        for (b, &v) in natural.iter_mut().zip(src) {
+            // The upper half of the rounded pattern is zero: the cast keeps every bit.
+            *b = gemm::bf16_bits(v) as u16;
+        }
+        perm.apply(&natural, dst);
+    }
+    row_tiles(n_out, n_in, tokens, out, |r0, tile| {
+        let rows = tile.len() / tokens;
+        match lin.weight() {
+            LinearWeight::Bf16(b) => {
+                let w = &b[2 * r0 * n_in..2 * (r0 + rows) * n_in];
+                kernel.bf16_rows(w, n_in, &xs, tokens, tile);
+            }
+            LinearWeight::Nvfp4(t) => {
+                let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
+                let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
+                kernel.nvfp4_rows(codes, scales, n_in, &xs, tokens, tile);
+                let scale = t.global_scale() * 256.0;
+                tile.iter_mut().for_each(|y| *y *= scale);
+            }
+            _ => unreachable!("gemv_eligible admits bf16 and NVFP4 weights only"),
+        }
+    });
+}
+
 /// Runs `layers` through the bf16 GEMM at `level`; `false` when the level has no
 /// GEMM kernel on this CPU (nothing was written).
 fn run_gemm(
@@ -134,9 +188,23 @@ fn run<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) 
     }
     let (n_out, n_in) = (lin.out_features(), lin.in_features());
     let act = prepare::<I>(lin, x, tokens)?;
+    row_tiles(n_out, n_in, tokens, out, |r0, tile| {
+        compute_rows(isa, lin, &act, tokens, r0, tile);
+    });
+    Ok(())
+}
 
-    // Tasks own disjoint output rows, so they write a row-major [out, tokens] tile;
-    // for one token that is `out` itself.
+/// Splits the `n_out` output rows into rayon tasks: `task(r0, tile)` fills rows
+/// `r0..r0 + tile.len()/tokens` of a row-major `[rows, tokens]` tile (tasks own
+/// disjoint rows), which is then transposed into `out` (`[tokens, n_out]`); for one
+/// token the tiles are `out` itself.
+fn row_tiles(
+    n_out: usize,
+    n_in: usize,
+    tokens: usize,
+    out: &mut [f32],
+    task: impl Fn(usize, &mut [f32]) + Sync,
+) {
     let mut transposed = Vec::new();
     let yt: &mut [f32] = if tokens == 1 {
         out
@@ -147,15 +215,12 @@ fn run<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) 
     let threads = rayon::current_num_threads().max(1);
     let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens);
     let rows_per_task = n_out.div_ceil(4 * threads).max(min_rows).max(1);
-    let task = |(i, tile): (usize, &mut [f32])| {
-        compute_rows(isa, lin, &act, tokens, i * rows_per_task, tile);
-    };
     if rows_per_task >= n_out {
-        task((0, yt));
+        task(0, yt);
     } else {
         yt.par_chunks_mut(rows_per_task * tokens)
             .enumerate()
-            .for_each(task);
+            .for_each(|(i, tile)| task(i * rows_per_task, tile));
     }
     if tokens > 1 {
         for (r, ys) in transposed.chunks_exact(tokens).enumerate() {
@@ -164,7 +229,6 @@ fn run<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) 
             }
         }
     }
-    Ok(())
 }
 
 fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {

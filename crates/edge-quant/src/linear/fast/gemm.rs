@@ -65,7 +65,8 @@ impl Bf16Kernel for PortableKernel {
 #[inline]
 pub(crate) fn bf16_bits(x: f32) -> u32 {
     let b = x.to_bits();
-    let rounded = (b + 0x7fff + ((b >> 16) & 1)) >> 16;
+    // Wrapping: a negative NaN pattern overflows here, and the select below discards it.
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
     // A select, not a branch, so packing loops vectorise.
     let nan = (b & 0x7fff_ffff) > 0x7f80_0000;
     if nan { (b >> 16) | 0x40 } else { rounded }

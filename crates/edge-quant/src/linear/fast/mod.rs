@@ -120,6 +120,9 @@ pub(crate) enum Perm {
     /// Chunks of 128: position `16j + i` holds element `8i + j` (nibble `j` of the
     /// `i`-th 32-bit word of 64 packed bytes).
     Nibble16x8,
+    /// Chunks of 128: position `32j + w` holds element `4w + j` (nibble `j` of the
+    /// `w`-th 16-bit word of 64 packed bytes; the bf16 one-token kernels).
+    Nibble32x4,
 }
 
 impl Perm {
@@ -128,7 +131,7 @@ impl Perm {
         match self {
             Perm::Natural => 1,
             Perm::EvenOdd(n) => n,
-            Perm::Nibble16x8 => 128,
+            Perm::Nibble16x8 | Perm::Nibble32x4 => 128,
         }
     }
 
@@ -142,6 +145,7 @@ impl Perm {
             Perm::EvenOdd(n) if p < n / 2 => 2 * p,
             Perm::EvenOdd(n) => 2 * (p - n / 2) + 1,
             Perm::Nibble16x8 => 8 * (p % 16) + p / 16,
+            Perm::Nibble32x4 => 4 * (p % 32) + p / 32,
         }
     }
 
@@ -167,6 +171,15 @@ impl Perm {
                     for (j, dj) in d.chunks_exact_mut(16).enumerate() {
                         for (i, v) in dj.iter_mut().enumerate() {
                             *v = s[8 * i + j];
+                        }
+                    }
+                }
+            }
+            Perm::Nibble32x4 => {
+                for (s, d) in chunks {
+                    for (j, dj) in d.chunks_exact_mut(32).enumerate() {
+                        for (w, v) in dj.iter_mut().enumerate() {
+                            *v = s[4 * w + j];
                         }
                     }
                 }
@@ -275,7 +288,12 @@ mod tests {
 
     #[test]
     fn perms_are_bijections() {
-        for perm in [Perm::EvenOdd(64), Perm::EvenOdd(128), Perm::Nibble16x8] {
+        for perm in [
+            Perm::EvenOdd(64),
+            Perm::EvenOdd(128),
+            Perm::Nibble16x8,
+            Perm::Nibble32x4,
+        ] {
             let mut seen = vec![false; perm.chunk()];
             for p in 0..perm.chunk() {
                 assert!(!std::mem::replace(&mut seen[perm.source(p)], true));
@@ -287,6 +305,7 @@ mod tests {
             Perm::EvenOdd(64),
             Perm::EvenOdd(128),
             Perm::Nibble16x8,
+            Perm::Nibble32x4,
         ] {
             let mut dst = vec![0; 300];
             perm.apply(&src, &mut dst);

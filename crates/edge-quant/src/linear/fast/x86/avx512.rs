@@ -51,7 +51,7 @@ const PREFETCH_BYTES: usize = 4096;
 /// buffer while it waits for DRAM, so more lines can be in flight).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn prefetch(data: &[u8], at: usize) {
+pub(super) fn prefetch(data: &[u8], at: usize) {
     // `wrapping_add` keeps the address computation defined past the end of the slice,
     // and a prefetch is only a hint: it never faults and changes no memory.
     let p = data.as_ptr().wrapping_add(at + PREFETCH_BYTES);
@@ -244,7 +244,7 @@ pub(super) fn decode_fp8(src: &[u8], dst: &mut [f32]) {
 
 /// E4M3 block scales to `e4m3(b) · 2⁻⁸`, 16 at a time.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn decode_scales(src: &[u8], dst: &mut [f32]) {
+pub(super) fn decode_scales(src: &[u8], dst: &mut [f32]) {
     let n = dst.len();
     let m = _mm_set1_epi8(0x7f);
     let mut i = 0;
