@@ -30,11 +30,12 @@ pub(crate) fn forward(
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx512 && gemv_eligible(lin, tokens) {
-        if let Some(kernel) = super::x86::Bf16Gemv::detect() {
-            run_gemv(kernel, lin, x, tokens, out);
-            return Ok(());
-        }
+    if level == SimdLevel::Avx512
+        && gemv_eligible(lin, tokens)
+        && let Some(kernel) = super::x86::Bf16Gemv::detect()
+    {
+        run_gemv(kernel, lin, x, tokens, out);
+        return Ok(());
     }
     match level {
         SimdLevel::Portable => run(Portable, lin, x, tokens, out),

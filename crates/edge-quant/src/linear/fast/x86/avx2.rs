@@ -37,7 +37,8 @@ fn hsum(v: __m256) -> f32 {
     a.iter().sum()
 }
 
-/// `acc[t] += Σ_i w[i] · xs[t·stride + i]`.
+/// `acc[t] += Σ_i w[i] · xs[t·stride + i]`: four tokens at a time share each weight
+/// load; the remaining tokens take one-token dots (not four copies of one).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn dot(w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
     let n = w.len();
@@ -45,51 +46,61 @@ pub(super) fn dot(w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
     let mut t = 0;
     while t + 4 <= tokens {
         let x = [0, 1, 2, 3].map(|j| &xs[(t + j) * stride..][..n]);
-        let sums = dot4(w, x);
-        for (a, s) in acc[t..t + 4].iter_mut().zip(sums) {
+        for (a, s) in acc[t..t + 4].iter_mut().zip(dot_many::<4, 2>(w, x)) {
             *a += s;
         }
         t += 4;
     }
     for (j, a) in acc.iter_mut().enumerate().skip(t) {
-        let x = &xs[j * stride..][..n];
-        *a += dot4(w, [x, x, x, x])[0];
+        *a += dot_many::<1, 4>(w, [&xs[j * stride..][..n]])[0];
     }
 }
 
-/// Four dot products sharing each weight load (8 independent accumulators).
+/// `G` dot products of `w` with the rows `x` (each at least `w.len()` long) sharing
+/// each weight load, with `U` independent 8-lane accumulators per product (`G·U` FMA
+/// chains hide the FMA latency).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn dot4(w: &[f32], x: [&[f32]; 4]) -> [f32; 4] {
+fn dot_many<const G: usize, const U: usize>(w: &[f32], x: [&[f32]; G]) -> [f32; G] {
     let n = w.len();
+    assert!(x.iter().all(|r| r.len() >= n));
     let (wp, xp) = (w.as_ptr(), x.map(|s| s.as_ptr()));
-    let mut a = [_mm256_setzero_ps(); 8];
+    let mut a = [[_mm256_setzero_ps(); U]; G];
     let mut i = 0;
-    while i + 16 <= n {
-        // SAFETY: i + 16 <= n and `w` and every `x[j]` hold n floats.
+    while i + 8 * U <= n {
+        // SAFETY: i + 8U <= n and `w` and every `x[j]` hold at least n floats.
         unsafe {
-            let w0 = _mm256_loadu_ps(wp.add(i));
-            let w1 = _mm256_loadu_ps(wp.add(i + 8));
-            for j in 0..4 {
-                a[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xp[j].add(i)), a[j]);
-                a[j + 4] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xp[j].add(i + 8)), a[j + 4]);
+            for u in 0..U {
+                let wv = _mm256_loadu_ps(wp.add(i + 8 * u));
+                for (aj, xj) in a.iter_mut().zip(xp) {
+                    aj[u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xj.add(i + 8 * u)), aj[u]);
+                }
             }
         }
-        i += 16;
+        i += 8 * U;
     }
-    let mut out = [0.0f32; 4];
-    for (j, o) in out.iter_mut().enumerate() {
-        let tail: f32 = w[i..].iter().zip(&x[j][i..]).map(|(a, b)| a * b).sum();
-        *o = hsum(_mm256_add_ps(a[j], a[j + 4])) + tail;
+    while i + 8 <= n {
+        // SAFETY: as above, with i + 8 <= n.
+        unsafe {
+            let wv = _mm256_loadu_ps(wp.add(i));
+            for (aj, xj) in a.iter_mut().zip(xp) {
+                aj[0] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xj.add(i)), aj[0]);
+            }
+        }
+        i += 8;
     }
-    out
+    core::array::from_fn(|j| {
+        let tail: f32 = w[i..].iter().zip(&x[j][i..n]).map(|(p, q)| p * q).sum();
+        let v = a[j]
+            .iter()
+            .fold(_mm256_setzero_ps(), |s, &v| _mm256_add_ps(s, v));
+        hsum(v) + tail
+    })
 }
 
 /// Two dot products sharing each activation load.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn dot2(w0: &[f32], w1: &[f32], x: &[f32]) -> [f32; 2] {
-    let x = &x[..w0.len()];
-    let sums = dot4(x, [w0, w1, w0, w1]);
-    [sums[0], sums[1]]
+    dot_many::<2, 4>(&x[..w0.len()], [w0, w1])
 }
 
 /// Little-endian bf16 to f32.
@@ -191,8 +202,9 @@ pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
     portable::decode_nvfp4(&codes[c0..], &scales[s0..], &mut dst[d0..]);
 }
 
-/// NVFP4 W4A16 for a tile of rows: the trait's default (decode into `buf`, then
-/// [`dot`]), compiled with this module's features.
+/// NVFP4 W4A16 for a tile of rows. Up to 4 tokens (decode steps, short verifies) the
+/// weights never leave registers ([`nvfp4_fused`]); with more, decoding a segment once
+/// into `buf` and reusing it for every token ([`dot`]) costs less.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn nvfp4_rows(
@@ -208,11 +220,90 @@ pub(super) fn nvfp4_rows(
         acc.fill(0.0);
         for (k0, len) in segments(n_in) {
             let e = r * n_in + k0;
-            let w = &mut buf[..len];
-            decode_nvfp4(&codes[e / 2..][..len / 2], &scales[e / 16..][..len / 16], w);
-            dot(w, &xs[k0..], n_in, acc);
+            let (c, s) = (&codes[e / 2..][..len / 2], &scales[e / 16..][..len / 16]);
+            let x = &xs[k0..];
+            match tokens {
+                1 => add(acc, nvfp4_fused::<1>(c, s, x, n_in, buf)),
+                2 => add(acc, nvfp4_fused::<2>(c, s, x, n_in, buf)),
+                3 => add(acc, nvfp4_fused::<3>(c, s, x, n_in, buf)),
+                4 => add(acc, nvfp4_fused::<4>(c, s, x, n_in, buf)),
+                _ => {
+                    let w = &mut buf[..len];
+                    decode_nvfp4(c, s, w);
+                    dot(w, x, n_in, acc);
+                }
+            }
         }
     }
+}
+
+fn add<const G: usize>(acc: &mut [f32], sums: [f32; G]) {
+    acc.iter_mut().zip(sums).for_each(|(a, s)| *a += s);
+}
+
+/// `Σ_k ŵ_k · x[t·stride + k]` over one segment (`2·codes.len()` inputs in
+/// `EvenOdd(64)` order) for `G` tokens, decoding in registers: per 16-weight block, two
+/// vectors of doubled E2M1 values (`vpshufb`, sign-extended and converted) are
+/// multiplied with the activations and the block's partial sums take its scale in one
+/// FMA. `buf` holds the segment's decoded block scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nvfp4_fused<const G: usize>(
+    codes: &[u8],
+    scales: &[u8],
+    xs: &[f32],
+    stride: usize,
+    buf: &mut [f32],
+) -> [f32; G] {
+    let n = 2 * codes.len();
+    let chunks = n / 64;
+    let x: [&[f32]; G] = core::array::from_fn(|t| &xs[t * stride..][..n]);
+    let sc = &mut buf[..n / 16];
+    decode_fp8(scales, sc);
+    // SAFETY: DOUBLED holds 16 bytes.
+    let lut =
+        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(e2m1::DOUBLED.as_ptr().cast()) });
+    let low = _mm256_set1_epi8(0x0f);
+    let mut sums = [[_mm256_setzero_ps(); 2]; G];
+    for c in 0..chunks {
+        if c % 2 == 0 {
+            prefetch(codes, 32 * c);
+        }
+        // SAFETY: chunk c reads codes [32c, 32c + 32) (32·chunks <= codes.len()), scales
+        // [4c, 4c + 4) of `sc` (n/16 of them) and activations [64c, 64c + 64) of each
+        // token's row (n each).
+        unsafe {
+            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
+            // Even inputs of the chunk (positions 0..32), then odd ones (32..64).
+            let even = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low));
+            let odd = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), low));
+            let quarters = |q: __m256i| {
+                let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)]
+            };
+            let (ev, od) = (quarters(even), quarters(odd));
+            // Quarter b of each half holds the even and odd inputs of block b.
+            for b in 0..4 {
+                let we = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev[b]));
+                let wo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od[b]));
+                let s = _mm256_broadcast_ss(&sc[4 * c + b]);
+                for (t, acc) in sums.iter_mut().enumerate() {
+                    let xp = x[t].as_ptr().add(64 * c + 8 * b);
+                    let p = _mm256_mul_ps(we, _mm256_loadu_ps(xp));
+                    let p = _mm256_fmadd_ps(wo, _mm256_loadu_ps(xp.add(32)), p);
+                    acc[b % 2] = _mm256_fmadd_ps(p, s, acc[b % 2]);
+                }
+            }
+        }
+    }
+    let full = 64 * chunks;
+    let mut tail = [0.0f32; 64];
+    let tail = &mut tail[..n - full];
+    portable::decode_nvfp4(&codes[full / 2..], &scales[full / 16..], tail);
+    core::array::from_fn(|t| {
+        // The table holds doubled values: halve the vector sums.
+        let t_tail: f32 = tail.iter().zip(&x[t][full..]).map(|(w, v)| w * v).sum();
+        0.5 * hsum(_mm256_add_ps(sums[t][0], sums[t][1])) + t_tail
+    })
 }
 
 /// NVFP4 to offset doubled bytes in `EvenOdd(64)` order, and per-group scales.
