@@ -233,6 +233,9 @@ fn embedded_demo_model_answers_with_a_tool_call() {
         text.contains("<tool_call>") && text.contains("<function="),
         "{text}"
     );
+    // A reply that ended on its stop token shows the reply, not the token.
+    assert_eq!(v["stop_reason"], "stop", "{v}");
+    assert!(text.trim_end().ends_with("</tool_call>"), "{text}");
     // Speculative decoding gives the same tokens.
     let w = generate_json(&["--max-new-tokens", "80", "--draft-tokens", "2"]);
     assert_eq!(v["tokens"], w["tokens"]);

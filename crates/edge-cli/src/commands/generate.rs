@@ -156,8 +156,13 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
         write_logits(path, logits, out.tokens.len(), model.config().vocab_size)?;
     }
+    // The stop token ends the reply; it is in `tokens`, not in the text.
+    let shown = match out.stop {
+        StopReason::Stop => &out.tokens[..out.tokens.len().saturating_sub(1)],
+        StopReason::Length | StopReason::Context => &out.tokens[..],
+    };
     let text = match &bundle.tokenizer {
-        Some(t) => t.decode(&out.tokens)?,
+        Some(t) => t.decode(shown)?,
         None => String::new(),
     };
     if a.json {
