@@ -165,14 +165,43 @@ pub(super) fn decode_fp8(src: &[u8], dst: &mut [f32]) {
     portable::decode_fp8(&src[i..], &mut dst[i..]);
 }
 
+/// `e2m1::DOUBLED` as bytes, the table [`nibble_lookup`] takes.
+const DOUBLED_BYTES: [u8; 16] = {
+    let mut t = [0u8; 16];
+    let mut i = 0;
+    while i < 16 {
+        t[i] = e2m1::DOUBLED[i] as u8;
+        i += 1;
+    }
+    t
+};
+
+/// `table` looked up (`vpshufb`) by the low nibbles, then by the high nibbles, of the 32
+/// code bytes at `codes`: an `EvenOdd(64)` chunk's even inputs, then its odd ones.
+///
+/// # Safety
+/// `codes` must be valid for reading 32 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn nibble_lookup(table: &[u8; 16], codes: *const u8) -> [__m256i; 2] {
+    // SAFETY: `table` holds 16 bytes; the caller vouches for the 32 code bytes.
+    let (lut, v) = unsafe {
+        (
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(table.as_ptr().cast())),
+            _mm256_loadu_si256(codes.cast()),
+        )
+    };
+    let low = _mm256_set1_epi8(0x0f);
+    [
+        _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low)),
+        _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), low)),
+    ]
+}
+
 /// NVFP4 to `E2M1 · e4m3(SF) · 2⁻⁸` in `EvenOdd(64)` order (natural-order tail).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
     let chunks = dst.len() / 64;
-    // SAFETY: DOUBLED holds 16 bytes.
-    let lut =
-        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(e2m1::DOUBLED.as_ptr().cast()) });
-    let low = _mm256_set1_epi8(0x0f);
     let mut sc = [0.0f32; 4];
     for c in 0..chunks {
         // Half of each block scale: the table holds doubled values.
@@ -184,9 +213,7 @@ pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
         // SAFETY: chunk c reads codes [32c, 32c + 32) and writes dst [64c, 64c + 64),
         // within 32·chunks <= codes.len() and 64·chunks <= dst.len().
         unsafe {
-            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
-            let lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low));
-            let hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), low));
+            let [lo, hi] = nibble_lookup(&DOUBLED_BYTES, codes.as_ptr().add(32 * c));
             let d = dst.as_mut_ptr().add(64 * c);
             for (half, q) in [(0, lo), (32, hi)] {
                 let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
@@ -259,10 +286,6 @@ fn nvfp4_fused<const G: usize>(
     let x: [&[f32]; G] = core::array::from_fn(|t| &xs[t * stride..][..n]);
     let sc = &mut buf[..n / 16];
     decode_fp8(scales, sc);
-    // SAFETY: DOUBLED holds 16 bytes.
-    let lut =
-        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(e2m1::DOUBLED.as_ptr().cast()) });
-    let low = _mm256_set1_epi8(0x0f);
     let mut sums = [[_mm256_setzero_ps(); 2]; G];
     for c in 0..chunks {
         if c % 2 == 0 {
@@ -272,10 +295,8 @@ fn nvfp4_fused<const G: usize>(
         // [4c, 4c + 4) of `sc` (n/16 of them) and activations [64c, 64c + 64) of each
         // token's row (n each).
         unsafe {
-            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
             // Even inputs of the chunk (positions 0..32), then odd ones (32..64).
-            let even = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low));
-            let odd = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16::<4>(v), low));
+            let [even, odd] = nibble_lookup(&DOUBLED_BYTES, codes.as_ptr().add(32 * c));
             let quarters = |q: __m256i| {
                 let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
                 [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)]
@@ -310,10 +331,6 @@ fn nvfp4_fused<const G: usize>(
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
     let chunks = wq.len() / 64;
-    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
-    let lut =
-        _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
-    let low = _mm256_set1_epi8(0x0f);
     for c in 0..chunks {
         if c % 2 == 0 {
             prefetch(codes, 32 * c);
@@ -321,12 +338,10 @@ pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f
         // SAFETY: chunk c reads codes [32c, 32c + 32) and writes wq [64c, 64c + 64),
         // within 64·chunks <= wq.len() = 2·codes.len().
         unsafe {
-            let v = _mm256_loadu_si256(codes.as_ptr().add(32 * c).cast());
-            let lo = _mm256_and_si256(v, low);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            let [lo, hi] = nibble_lookup(&OFFSET_DOUBLED, codes.as_ptr().add(32 * c));
             let d = wq.as_mut_ptr().add(64 * c);
-            _mm256_storeu_si256(d.cast(), _mm256_shuffle_epi8(lut, lo));
-            _mm256_storeu_si256(d.add(32).cast(), _mm256_shuffle_epi8(lut, hi));
+            _mm256_storeu_si256(d.cast(), lo);
+            _mm256_storeu_si256(d.add(32).cast(), hi);
         }
     }
     portable::decode_w4_codes(&codes[32 * chunks..], &mut wq[64 * chunks..]);
