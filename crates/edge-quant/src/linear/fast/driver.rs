@@ -170,7 +170,18 @@ fn run_gemm(
             ))),
             (Some(_), None) => Ok(false),
         },
-        // No bf16 dot-product kernel yet: the row kernels on rounded activations.
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => match super::x86::Avx2::detect() {
+            // The token is both the ISA (panel decoding) and the micro-kernel.
+            Some(isa) => {
+                gemm::forward_group(isa, isa, layers, x, tokens, outs);
+                Ok(true)
+            }
+            None => Err(QuantError::Unsupported(format!(
+                "SIMD level {level} is not available on this CPU or build"
+            ))),
+        },
+        // No bf16 GEMM kernel yet: the row kernels on rounded activations.
         _ => Ok(false),
     }
 }

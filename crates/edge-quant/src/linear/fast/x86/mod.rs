@@ -9,6 +9,7 @@ mod avx2;
 mod avx512;
 mod bf16_gemm;
 mod bf16_gemv;
+mod f32_gemm;
 
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
