@@ -17,7 +17,7 @@ pub enum ActivationMode {
     #[default]
     None,
     /// Every linear input rounded to bf16 (W16A16 / W8A16 / W4A16 as a GPU runs them).
-    /// Prompts then take the packed bf16 GEMM (AVX-512 BF16), the fast prefill path.
+    /// Prompts then take the packed bf16 GEMM (AVX-512 BF16 or AVX2), the fast prefill path.
     Bf16,
     /// Quantize activations of NVFP4 linears to NVFP4 with each layer's `input_scale`,
     /// emulating a W4A4 Blackwell kernel; other linears keep f32 activations.

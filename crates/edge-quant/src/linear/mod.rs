@@ -101,7 +101,7 @@ pub enum ActivationQuant {
     /// Activations are rounded to bf16 (nearest even) before the product, as a GPU
     /// kernel with 16-bit activations computes it (W16A16, W8A16, W4A16). Products
     /// stay exact and sums f32. With several tokens and bf16, FP8 or NVFP4 weights this
-    /// runs a register-blocked bf16 GEMM (AVX-512 BF16 where the CPU has it), the fast
+    /// runs a register-blocked bf16 GEMM (AVX-512 BF16 or AVX2 micro-kernels), the fast
     /// path for prompts.
     Bf16,
     /// W4A4 emulation: activations are quantized to NVFP4 at run time with the layer's
