@@ -198,6 +198,16 @@ unsafe fn nibble_lookup(table: &[u8; 16], codes: *const u8) -> [__m256i; 2] {
     ]
 }
 
+/// The four 8-byte quarters of 32 signed bytes, each sign-extended and converted to
+/// 8 f32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen_quarters(q: __m256i) -> [__m256; 4] {
+    let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+    [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)]
+        .map(|p| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p)))
+}
+
 /// NVFP4 to `E2M1 · e4m3(SF) · 2⁻⁸` in `EvenOdd(64)` order (natural-order tail).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
@@ -216,10 +226,7 @@ pub(super) fn decode_nvfp4(codes: &[u8], scales: &[u8], dst: &mut [f32]) {
             let [lo, hi] = nibble_lookup(&DOUBLED_BYTES, codes.as_ptr().add(32 * c));
             let d = dst.as_mut_ptr().add(64 * c);
             for (half, q) in [(0, lo), (32, hi)] {
-                let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
-                let parts = [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)];
-                for (b, p) in parts.into_iter().enumerate() {
-                    let f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p));
+                for (b, f) in widen_quarters(q).into_iter().enumerate() {
                     _mm256_storeu_ps(d.add(half + 8 * b), _mm256_mul_ps(f, s[b]));
                 }
             }
@@ -272,7 +279,7 @@ fn add<const G: usize>(acc: &mut [f32], sums: [f32; G]) {
 /// `EvenOdd(64)` order) for `G` tokens, decoding in registers: per 16-weight block, two
 /// vectors of doubled E2M1 values (`vpshufb`, sign-extended and converted) are
 /// multiplied with the activations and the block's partial sums take its scale in one
-/// FMA. `buf` holds the segment's decoded block scales.
+/// FMA. `buf` is scratch for the segment's decoded block scales.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn nvfp4_fused<const G: usize>(
     codes: &[u8],
@@ -297,15 +304,9 @@ fn nvfp4_fused<const G: usize>(
         unsafe {
             // Even inputs of the chunk (positions 0..32), then odd ones (32..64).
             let [even, odd] = nibble_lookup(&DOUBLED_BYTES, codes.as_ptr().add(32 * c));
-            let quarters = |q: __m256i| {
-                let (l, h) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
-                [l, _mm_srli_si128::<8>(l), h, _mm_srli_si128::<8>(h)]
-            };
-            let (ev, od) = (quarters(even), quarters(odd));
             // Quarter b of each half holds the even and odd inputs of block b.
-            for b in 0..4 {
-                let we = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev[b]));
-                let wo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(od[b]));
+            let (ev, od) = (widen_quarters(even), widen_quarters(odd));
+            for (b, (we, wo)) in ev.into_iter().zip(od).enumerate() {
                 let s = _mm256_broadcast_ss(&sc[4 * c + b]);
                 for (t, acc) in sums.iter_mut().enumerate() {
                     let xp = x[t].as_ptr().add(64 * c + 8 * b);
