@@ -5,6 +5,7 @@
 //! - [`nvfp4`]: NVFP4 tensors (packed E2M1 codes, E4M3 block scales per 16 elements,
 //!   an f32 global scale).
 //! - [`fp8`]: FP8 E4M3 tensors with a per-tensor scale.
+//! - [`int8`]: dynamic per-block int8 activations (the W4A8 CPU mode).
 //!
 //! Every operation has a CPU reference implementation that is the oracle for the fast
 //! CPU and CUDA paths.
@@ -14,6 +15,7 @@ pub mod cuda;
 mod error;
 pub mod formats;
 pub mod fp8;
+pub mod int8;
 pub mod linear;
 pub mod nvfp4;
 

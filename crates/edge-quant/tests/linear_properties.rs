@@ -10,7 +10,7 @@ use edge_quant::linear::{
     ActivationQuant, FAST_PATH_REL_TOLERANCE, Linear, LinearWeight, SimdLevel, simd_level,
 };
 use edge_quant::nvfp4::activation::{quantize_activation_row, quantize_activations};
-use edge_quant::{Fp8Tensor, Nvfp4Tensor, QuantError};
+use edge_quant::{Fp8Tensor, Nvfp4Tensor, QuantError, int8};
 use proptest::prelude::*;
 
 /// xorshift64*: deterministic data from a proptest-chosen seed (fast for big shapes).
@@ -56,6 +56,7 @@ enum Format {
     Fp8,
     Nvfp4,
     Nvfp4W4a4,
+    Nvfp4W4a8,
 }
 
 /// A layer of `format` with random weights, and its dequantized weight.
@@ -76,7 +77,7 @@ fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Rng) -> (Linear,
             let scale = 0.001 + (rng.byte() as f32) / 1000.0;
             LinearWeight::Fp8(Fp8Tensor::from_parts(out, inp, codes, scale).unwrap())
         }
-        Format::Nvfp4 | Format::Nvfp4W4a4 => {
+        Format::Nvfp4 | Format::Nvfp4W4a4 | Format::Nvfp4W4a8 => {
             let codes: Vec<u8> = (0..n / 2).map(|_| rng.byte()).collect();
             let scales: Vec<u8> = (0..n / 16).map(|_| rng.e4m3()).collect();
             let global = 1e-4 + (rng.byte() as f32) * 1e-4;
@@ -129,6 +130,15 @@ fn check_case_with(
         quantize_activations(tokens, inp, &x, input_scale)
             .unwrap()
             .dequantize()
+    } else if let Format::Nvfp4W4a8 = format {
+        lin = lin.with_activation_quant(ActivationQuant::Int8).unwrap();
+        let (mut q, mut s) = (vec![0i8; inp], vec![0.0f32; inp / int8::BLOCK]);
+        x.chunks_exact(inp)
+            .flat_map(|row| {
+                int8::quantize_row(row, &mut q, &mut s).unwrap();
+                int8::dequantize_row(&q, &s)
+            })
+            .collect()
     } else {
         x.clone()
     };
@@ -187,6 +197,11 @@ proptest! {
         check_case(Format::Nvfp4W4a4, tokens, out, inp, seed);
     }
 
+    #[test]
+    fn nvfp4_w4a8_fast_matches_reference((tokens, out, inp, seed) in shapes()) {
+        check_case(Format::Nvfp4W4a8, tokens, out, inp, seed);
+    }
+
     /// bf16 activations: the packed GEMM (8+ tokens, ragged token and output tiles) and
     /// the row kernels on rounded inputs, every weight format.
     #[test]
@@ -223,6 +238,12 @@ fn decode_shapes_spot_check() {
     check_case(Format::Nvfp4, 1, 64, 5120, 7);
     check_case(Format::Nvfp4, 11, 40, 2048 + 48, 9);
     check_case(Format::Nvfp4W4a4, 3, 48, 4096 + 16, 8);
+    // W4A8 for 1 to 5 tokens (the fused decode kernels and the segment loop): several
+    // segments, a lone 64-input chunk and a natural-order tail.
+    for tokens in 1..=5 {
+        check_case(Format::Nvfp4W4a8, tokens, 23, 2048 + 128 + 64 + 48, 16);
+        check_case(Format::Nvfp4W4a8, tokens, 9, 1024, 17);
+    }
     // One token with rows long enough for the paired-row kernels, odd row counts.
     check_case(Format::Nvfp4, 1, 7, 8192 + 144, 10);
     check_case(Format::Bf16, 1, 5, 8192 + 3, 11);
@@ -301,10 +322,30 @@ fn bad_inputs_are_typed_errors_not_panics() {
             .with_activation_quant(ActivationQuant::Nvfp4 { input_scale: bad });
         assert!(matches!(r, Err(QuantError::InvalidScale { .. })), "{bad}");
     }
-    // W4A4 needs NVFP4 weights.
+    // W4A4 and W4A8 need NVFP4 weights.
     let f = Linear::new(2, 16, LinearWeight::F32(vec![0.0; 32])).unwrap();
-    let r = f.with_activation_quant(ActivationQuant::Nvfp4 { input_scale: 1.0 });
+    let r = f
+        .clone()
+        .with_activation_quant(ActivationQuant::Nvfp4 { input_scale: 1.0 });
     assert!(matches!(r, Err(QuantError::Unsupported(_))));
+    let r = f.with_activation_quant(ActivationQuant::Int8);
+    assert!(matches!(r, Err(QuantError::Unsupported(_))));
+    // Non-finite activations cannot be quantized to int8 either.
+    let w4a8 = lin
+        .clone()
+        .with_activation_quant(ActivationQuant::Int8)
+        .unwrap();
+    let mut x = vec![0.5f32; 32];
+    x[20] = f32::NAN;
+    for r in [
+        w4a8.forward(&x, 1, &mut y[..4]),
+        w4a8.forward_reference(&x, 1, &mut y[..4]),
+    ] {
+        assert!(
+            matches!(r, Err(QuantError::NonFinite { index: 20, .. })),
+            "{r:?}"
+        );
+    }
     // Non-finite activations cannot be quantized to NVFP4.
     let w4a4 = lin
         .with_activation_quant(ActivationQuant::Nvfp4 { input_scale: 1.0 })

@@ -4,6 +4,7 @@
 use super::{ActivationQuant, Linear, LinearWeight};
 use crate::error::Result;
 use crate::formats::{e2m1, e4m3};
+use crate::int8;
 use crate::nvfp4::{BLOCK, activation::quantize_activation_row};
 
 /// `out[t, r] = Σ_k x[t, k] · W[r, k]`; shapes already checked by the caller.
@@ -13,30 +14,41 @@ pub(super) fn forward(lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) -
     {
         return forward_w4a4(w, input_scale, x, tokens, out);
     }
-    let rounded: Vec<f32>;
-    let x = if lin.act == ActivationQuant::Bf16 {
-        rounded = x
+    // The activations as the product uses them, in f64 (an int8 code times its f32
+    // scale needs more than 24 bits).
+    let x: Vec<f64> = match lin.act {
+        ActivationQuant::Bf16 => x
             .iter()
-            .map(|&v| half::bf16::from_f32(v).to_f32())
-            .collect();
-        &rounded
-    } else {
-        x
+            .map(|&v| f64::from(half::bf16::from_f32(v).to_f32()))
+            .collect(),
+        ActivationQuant::Int8 => dequantize_int8(x, n_in)?,
+        ActivationQuant::None | ActivationQuant::Nvfp4 { .. } => {
+            x.iter().map(|&v| f64::from(v)).collect()
+        }
     };
     let mut row = vec![0.0f32; n_in];
     for r in 0..n_out {
         dequantize_row(&lin.weight, r, n_in, &mut row);
         for t in 0..tokens {
             let xt = &x[t * n_in..(t + 1) * n_in];
-            let dot: f64 = xt
-                .iter()
-                .zip(&row)
-                .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum();
+            let dot: f64 = xt.iter().zip(&row).map(|(&a, &b)| a * f64::from(b)).sum();
             out[t * n_out + r] = dot as f32;
         }
     }
     Ok(())
+}
+
+/// W4A8: every row quantized to int8 per block, then `q · s` exactly in f64.
+fn dequantize_int8(x: &[f32], n_in: usize) -> Result<Vec<f64>> {
+    let mut q = vec![0i8; n_in];
+    let mut scales = vec![0.0f32; n_in / int8::BLOCK];
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks_exact(n_in) {
+        int8::quantize_row(row, &mut q, &mut scales)?;
+        let blocks = q.chunks_exact(int8::BLOCK).zip(&scales);
+        out.extend(blocks.flat_map(|(b, &s)| b.iter().map(move |&c| f64::from(c) * f64::from(s))));
+    }
+    Ok(out)
 }
 
 /// Row `r` of the dequantized weight.

@@ -5,6 +5,7 @@ use super::gemm::{self, GEMM_MIN_TOKENS, PortableKernel};
 use super::{A4Act, Isa, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
 use crate::error::{QuantError, Result};
 use crate::formats::{e2m1, e4m3};
+use crate::int8;
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
 use crate::nvfp4::{BLOCK, activation::quantize_activation_row};
 use rayon::prelude::*;
@@ -190,7 +191,8 @@ fn run_gemm(
 enum Act<'a> {
     /// f32 rows `[tokens, in]`, NVFP4-permuted where the weight is NVFP4.
     F32(Cow<'a, [f32]>),
-    /// W4A4: quantized activations and the layer's `input_scale`.
+    /// W4A4 or W4A8: 8-bit activations for the integer kernels, and the factor that
+    /// turns their sums into outputs (before the weight's global scale).
     A4(A4Act, f32),
 }
 
@@ -246,14 +248,21 @@ fn row_tiles(
 fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
     let n_in = lin.in_features();
     match (lin.activation_quant(), lin.weight()) {
+        // Products of doubled codes are 4× too large; weight scales carry 2⁻⁸.
         (ActivationQuant::Nvfp4 { input_scale }, LinearWeight::Nvfp4(_)) => Ok(Act::A4(
             prepare_a4(I::A4_PERM, x, tokens, n_in, input_scale)?,
-            input_scale,
+            input_scale * 64.0,
         )),
-        (ActivationQuant::Nvfp4 { .. }, w) => Err(QuantError::Unsupported(format!(
-            "NVFP4 activation quantization with {} weights",
-            w.format_name()
-        ))),
+        // Only the weight codes are doubled here.
+        (ActivationQuant::Int8, LinearWeight::Nvfp4(_)) => {
+            Ok(Act::A4(prepare_a8(I::A4_PERM, x, tokens, n_in)?, 128.0))
+        }
+        (ActivationQuant::Nvfp4 { .. } | ActivationQuant::Int8, w) => {
+            Err(QuantError::Unsupported(format!(
+                "8-bit activation quantization with {} weights",
+                w.format_name()
+            )))
+        }
         (ActivationQuant::Bf16, w) => {
             let xs = x.iter().map(|&v| gemm::round_bf16(v)).collect();
             Ok(Act::F32(permute_for::<I>(w, n_in, Cow::Owned(xs))))
@@ -309,18 +318,52 @@ fn prepare_a4(
                 pair[1] = e2m1::DOUBLED[usize::from(byte >> 4)];
             }
             perm.apply(nat, qa);
-            for (g, (s, c)) in sfa.iter_mut().zip(negcorr.iter_mut()).enumerate() {
-                *s = e4m3::decode(scales[g / 2]);
-                *c = -12
-                    * nat[8 * g..8 * g + 8]
-                        .iter()
-                        .map(|&q| i32::from(q))
-                        .sum::<i32>();
-            }
+            fill_groups(nat, sfa, negcorr, |g| e4m3::decode(scales[g / 2]));
             Ok::<(), QuantError>(())
         },
     )?;
     Ok(a)
+}
+
+/// Quantizes every token's row to int8 (in parallel) and lays it out for the integer
+/// kernels: the same layout as [`prepare_a4`], with one activation scale per 16
+/// elements repeated for both 8-element groups.
+fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
+    let groups = n_in / 8;
+    let mut a = A4Act {
+        qa: vec![0; tokens * n_in],
+        sfa: vec![0.0; tokens * groups],
+        negcorr: vec![0; tokens * groups],
+    };
+    let rows = x
+        .par_chunks_exact(n_in)
+        .zip(a.qa.par_chunks_exact_mut(n_in))
+        .zip(a.sfa.par_chunks_exact_mut(groups))
+        .zip(a.negcorr.par_chunks_exact_mut(groups))
+        .with_min_len(4);
+    rows.try_for_each_init(
+        || (vec![0i8; n_in], vec![0.0f32; n_in / int8::BLOCK]),
+        |(nat, scales), (((xr, qa), sfa), negcorr)| {
+            int8::quantize_row(xr, nat, scales)?;
+            perm.apply(nat, qa);
+            fill_groups(nat, sfa, negcorr, |g| scales[g / 2]);
+            Ok::<(), QuantError>(())
+        },
+    )?;
+    Ok(a)
+}
+
+/// Per 8-element group `g` of `nat` (natural order): its activation scale `scale(g)`
+/// and `−12 · Σ nat` (cancelling the +12 offset of the weight bytes).
+fn fill_groups(nat: &[i8], sfa: &mut [f32], negcorr: &mut [i32], scale: impl Fn(usize) -> f32) {
+    for (g, (s, c)) in sfa.iter_mut().zip(negcorr.iter_mut()).enumerate() {
+        *s = scale(g);
+        *c = -12
+            * nat[8 * g..8 * g + 8]
+                .iter()
+                .map(|&q| i32::from(q))
+                .sum::<i32>();
+    }
 }
 
 /// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and
@@ -425,31 +468,13 @@ fn compute_rows<I: Isa>(
                 isa.dot(w0, &xs[k0..], n_in, acc);
             }
         }),
-        (LinearWeight::Nvfp4(t), Act::A4(a, input_scale)) => {
-            // Products of doubled codes are 4× too large; weight scales carry 2⁻⁸.
-            let scale = input_scale * t.global_scale() * 64.0;
-            let mut wq = vec![0u8; SEG.min(n_in)];
-            let mut wsc = vec![0.0f32; SEG.min(n_in) / 8];
-            let groups = n_in / 8;
-            each_row(tile, tokens, r0, scale, |r, acc| {
-                for (k0, len) in segments(n_in) {
-                    let e = r * n_in + k0;
-                    let codes = &t.codes()[e / 2..][..len / 2];
-                    let scales = &t.scales()[e / BLOCK..][..len / BLOCK];
-                    isa.decode_w4(codes, scales, &mut wq[..len], &mut wsc[..len / 8]);
-                    let g0 = k0 / 8;
-                    isa.dot_a4(
-                        &wq[..len],
-                        &wsc[..len / 8],
-                        &a.qa[k0..],
-                        &a.sfa[g0..],
-                        &a.negcorr[g0..],
-                        n_in,
-                        groups,
-                        acc,
-                    );
-                }
-            })
+        (LinearWeight::Nvfp4(t), Act::A4(a, factor)) => {
+            let rows = tile.len() / tokens;
+            let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
+            let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
+            isa.a4_rows(codes, scales, n_in, a, tokens, tile);
+            let scale = factor * t.global_scale();
+            tile.iter_mut().for_each(|y| *y *= scale);
         }
         (_, Act::A4(..)) => unreachable!("A4 activations are only prepared for NVFP4 weights"),
     }

@@ -189,13 +189,14 @@ impl Perm {
     }
 }
 
-/// Activations of one W4A4 forward pass, prepared for an ISA's integer dot products.
-/// Row `t` of each array belongs to token `t`.
+/// Activations of one W4A4 or W4A8 forward pass, prepared for an ISA's integer dot
+/// products. Row `t` of each array belongs to token `t`.
 pub(crate) struct A4Act {
-    /// Twice the E2M1 value of each activation code (an integer in −12..=12), `[tokens,
-    /// in]`, in the ISA's `A4_PERM` order.
+    /// The 8-bit activations, `[tokens, in]`, in the ISA's `A4_PERM` order: twice the
+    /// E2M1 value of each code for W4A4 (−12..=12), the int8 code for W4A8 (−127..=127).
     pub qa: Vec<i8>,
-    /// The block scale of each 8-element group (natural group order), `[tokens, in/8]`.
+    /// The activation scale of each 8-element group (natural group order), `[tokens,
+    /// in/8]`.
     pub sfa: Vec<f32>,
     /// `−12 · Σ qa` over each 8-element group, `[tokens, in/8]`: cancels the +12 offset
     /// of the unsigned weight bytes.
@@ -266,6 +267,40 @@ pub(crate) trait Isa: Copy + Send + Sync {
     /// Decodes NVFP4 codes to `2·E2M1[q] + 12` bytes in [`Isa::A4_PERM`] order and
     /// block scales to `wsc[g] = e4m3(SF[g/2]) · 2⁻⁸` per 8-element group.
     fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]);
+
+    /// Integer (W4A4 / W4A8) products for a tile of whole rows: `out[r·tokens + t] =
+    /// Σ_g wsc[g] · sfa[t][g] · Σ_{k∈g} (wq[k] − 12) · qa[t][k]` over row `r`'s
+    /// inputs, with `wq`, `wsc` as [`Isa::decode_w4`] produces them from the given
+    /// codes and block scales (`out` is overwritten). The default decodes [`SEG`]-input
+    /// segments and calls [`Isa::dot_a4`]; ISAs may fuse the two.
+    fn a4_rows(
+        self,
+        codes: &[u8],
+        scales: &[u8],
+        n_in: usize,
+        act: &A4Act,
+        tokens: usize,
+        out: &mut [f32],
+    ) {
+        let mut wq = vec![0u8; SEG.min(n_in)];
+        let mut wsc = vec![0.0f32; SEG.min(n_in) / 8];
+        for (r, acc) in out.chunks_exact_mut(tokens).enumerate() {
+            acc.fill(0.0);
+            for (k0, len) in segments(n_in) {
+                let e = r * n_in + k0;
+                let (wq, wsc) = (&mut wq[..len], &mut wsc[..len / 8]);
+                self.decode_w4(
+                    &codes[e / 2..][..len / 2],
+                    &scales[e / 16..][..len / 16],
+                    wq,
+                    wsc,
+                );
+                let g0 = k0 / 8;
+                let (qa, sfa, nc) = (&act.qa[k0..], &act.sfa[g0..], &act.negcorr[g0..]);
+                self.dot_a4(wq, wsc, qa, sfa, nc, n_in, n_in / 8, acc);
+            }
+        }
+    }
 
     /// `acc[t] += Σ_g wsc[g] · sfa[t][g] · Σ_{k∈g} (wq[k] − 12) · qa[t][k]`.
     #[allow(clippy::too_many_arguments)]
