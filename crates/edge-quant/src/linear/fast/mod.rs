@@ -282,24 +282,7 @@ pub(crate) trait Isa: Copy + Send + Sync {
         tokens: usize,
         out: &mut [f32],
     ) {
-        let mut wq = vec![0u8; SEG.min(n_in)];
-        let mut wsc = vec![0.0f32; SEG.min(n_in) / 8];
-        for (r, acc) in out.chunks_exact_mut(tokens).enumerate() {
-            acc.fill(0.0);
-            for (k0, len) in segments(n_in) {
-                let e = r * n_in + k0;
-                let (wq, wsc) = (&mut wq[..len], &mut wsc[..len / 8]);
-                self.decode_w4(
-                    &codes[e / 2..][..len / 2],
-                    &scales[e / 16..][..len / 16],
-                    wq,
-                    wsc,
-                );
-                let g0 = k0 / 8;
-                let (qa, sfa, nc) = (&act.qa[k0..], &act.sfa[g0..], &act.negcorr[g0..]);
-                self.dot_a4(wq, wsc, qa, sfa, nc, n_in, n_in / 8, acc);
-            }
-        }
+        a4_rows_by_segments(self, codes, scales, n_in, act, tokens, out);
     }
 
     /// `acc[t] += Σ_g wsc[g] · sfa[t][g] · Σ_{k∈g} (wq[k] − 12) · qa[t][k]`.
@@ -315,6 +298,37 @@ pub(crate) trait Isa: Copy + Send + Sync {
         gstride: usize,
         acc: &mut [f32],
     );
+}
+
+/// The default [`Isa::a4_rows`]: each [`SEG`]-input segment decoded once with
+/// [`Isa::decode_w4`], then [`Isa::dot_a4`] for every token.
+pub(crate) fn a4_rows_by_segments<I: Isa>(
+    isa: I,
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    tokens: usize,
+    out: &mut [f32],
+) {
+    let mut wq = vec![0u8; SEG.min(n_in)];
+    let mut wsc = vec![0.0f32; SEG.min(n_in) / 8];
+    for (r, acc) in out.chunks_exact_mut(tokens).enumerate() {
+        acc.fill(0.0);
+        for (k0, len) in segments(n_in) {
+            let e = r * n_in + k0;
+            let (wq, wsc) = (&mut wq[..len], &mut wsc[..len / 8]);
+            isa.decode_w4(
+                &codes[e / 2..][..len / 2],
+                &scales[e / 16..][..len / 16],
+                wq,
+                wsc,
+            );
+            let g0 = k0 / 8;
+            let (qa, sfa, nc) = (&act.qa[k0..], &act.sfa[g0..], &act.negcorr[g0..]);
+            isa.dot_a4(wq, wsc, qa, sfa, nc, n_in, n_in / 8, acc);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //!   with ones gives one exact 32-bit sum per 8-element group.
 
 use super::super::portable::{self, OFFSET_DOUBLED};
-use super::super::segments;
+use super::super::{A4Act, a4_rows_by_segments, segments};
 use crate::formats::e2m1;
 use core::arch::x86_64::*;
 
@@ -348,30 +348,129 @@ pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f
     portable::decode_w4_codes(&codes[32 * chunks..], &mut wq[64 * chunks..]);
 
     // Scales: 8 blocks → 16 groups per step.
-    let lo_idx = _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0);
-    let hi_idx = _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4);
     let blocks = wsc.len() / 2;
-    let mut sc = [0.0f32; 8];
     let mut b = 0;
     while b + 8 <= blocks {
-        // SAFETY: `scales` holds `blocks` bytes and b + 8 <= blocks.
-        let v = unsafe { _mm_loadl_epi64(scales.as_ptr().add(b).cast()) };
-        if any_nan16(_mm_unpacklo_epi64(v, _mm_setzero_si128())) {
-            portable::decode_fp8(&scales[b..b + 8], &mut sc);
-        } else {
-            // SAFETY: `sc` holds 8 floats.
-            unsafe { _mm256_storeu_ps(sc.as_mut_ptr(), _mm256_cvtph_ps(e4m3_to_f16x8(v))) };
-        }
-        // SAFETY: groups [2b, 2b + 16) lie within wsc (2·blocks groups); sc holds 8.
+        let [lo, hi] = group_scales(&scales[b..b + 8]);
+        // SAFETY: groups [2b, 2b + 16) lie within wsc (2·blocks groups).
         unsafe {
-            let s = _mm256_loadu_ps(sc.as_ptr());
             let d = wsc.as_mut_ptr().add(2 * b);
-            _mm256_storeu_ps(d, _mm256_permutevar8x32_ps(s, lo_idx));
-            _mm256_storeu_ps(d.add(8), _mm256_permutevar8x32_ps(s, hi_idx));
+            _mm256_storeu_ps(d, lo);
+            _mm256_storeu_ps(d.add(8), hi);
         }
         b += 8;
     }
     portable::decode_w4_scales(&scales[b..blocks], &mut wsc[2 * b..]);
+}
+
+/// The first 8 E4M3 block scales of `scales` as `e4m3(SF) · 2⁻⁸` per 8-element group:
+/// groups 0–7 (blocks 0–3, each twice), then groups 8–15.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn group_scales(scales: &[u8]) -> [__m256; 2] {
+    let scales = &scales[..8];
+    // SAFETY: `scales` holds 8 bytes; the upper half of `v` is zero (never a NaN code).
+    let v = unsafe { _mm_loadl_epi64(scales.as_ptr().cast()) };
+    let s = if any_nan16(v) {
+        let mut sc = [0.0f32; 8];
+        portable::decode_fp8(scales, &mut sc);
+        // SAFETY: `sc` holds 8 floats.
+        unsafe { _mm256_loadu_ps(sc.as_ptr()) }
+    } else {
+        _mm256_cvtph_ps(e4m3_to_f16x8(v))
+    };
+    [
+        _mm256_permutevar8x32_ps(s, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0)),
+        _mm256_permutevar8x32_ps(s, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)),
+    ]
+}
+
+/// Integer (W4A4 / W4A8) rows. Up to 4 tokens (decode steps, short verifies) the
+/// weight bytes never leave registers ([`a4_fused`]); with more, decoding a segment
+/// once and reusing it for every token costs less.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn a4_rows(
+    isa: super::Avx2,
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    tokens: usize,
+    out: &mut [f32],
+) {
+    let rows = out.chunks_exact_mut(tokens).enumerate();
+    let row = |r: usize| {
+        (
+            &codes[r * n_in / 2..][..n_in / 2],
+            &scales[r * n_in / 16..][..n_in / 16],
+        )
+    };
+    match tokens {
+        1 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<1>(row(r), act, n_in))),
+        2 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<2>(row(r), act, n_in))),
+        3 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<3>(row(r), act, n_in))),
+        4 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<4>(row(r), act, n_in))),
+        _ => a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out),
+    }
+}
+
+/// One row's integer products for `G` tokens, decoding in registers: per 64 inputs the
+/// nibbles become offset doubled bytes (`vpshufb`), `vpmaddubsw` + `vpmaddwd` give each
+/// 8-element group's exact sum against every token's 8-bit activations, and one FMA
+/// applies the group scales. Pairs of chunks share one scale decode (8 blocks); a
+/// remainder of fewer than 128 inputs goes through [`decode_w4`] and [`dot_a4`].
+#[target_feature(enable = "avx2,fma,f16c")]
+fn a4_fused<const G: usize>((codes, scales): (&[u8], &[u8]), act: &A4Act, n_in: usize) -> [f32; G] {
+    let groups = n_in / 8;
+    let qa: [&[i8]; G] = core::array::from_fn(|t| &act.qa[t * n_in..][..n_in]);
+    let sfa: [&[f32]; G] = core::array::from_fn(|t| &act.sfa[t * groups..][..groups]);
+    let nc: [&[i32]; G] = core::array::from_fn(|t| &act.negcorr[t * groups..][..groups]);
+    let ones = _mm256_set1_epi16(1);
+    let mut sums = [[_mm256_setzero_ps(); 2]; G];
+    let pairs = n_in / 128;
+    for p in 0..pairs {
+        prefetch(codes, 64 * p);
+        let wsc = group_scales(&scales[8 * p..]);
+        for (h, ws) in wsc.into_iter().enumerate() {
+            let c = 2 * p + h;
+            // SAFETY: chunk c < n_in/64 reads codes [32c, 32c + 32) (n_in/2 of them),
+            // activations [64c, 64c + 64) of each token's row (n_in each) and groups
+            // [8c, 8c + 8) of its scales and corrections (n_in/8 each).
+            unsafe {
+                let [lo, hi] = nibble_lookup(&OFFSET_DOUBLED, codes.as_ptr().add(32 * c));
+                for t in 0..G {
+                    let x = qa[t].as_ptr().add(64 * c);
+                    let p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(x.cast()));
+                    let p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(x.add(32).cast()));
+                    let d = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
+                    let corr = _mm256_loadu_si256(nc[t].as_ptr().add(8 * c).cast());
+                    let sc = _mm256_mul_ps(ws, _mm256_loadu_ps(sfa[t].as_ptr().add(8 * c)));
+                    let d = _mm256_cvtepi32_ps(_mm256_add_epi32(d, corr));
+                    sums[t][h] = _mm256_fmadd_ps(d, sc, sums[t][h]);
+                }
+            }
+        }
+    }
+    let done = 128 * pairs;
+    let rest = n_in - done;
+    let (mut wq, mut wsc) = ([0u8; 128], [0.0f32; 16]);
+    if rest > 0 {
+        decode_w4(
+            &codes[done / 2..],
+            &scales[done / 16..],
+            &mut wq[..rest],
+            &mut wsc[..rest / 8],
+        );
+    }
+    core::array::from_fn(|t| {
+        let mut tail = [0.0f32];
+        if rest > 0 {
+            let g = done / 8;
+            let (q, s, n) = (&qa[t][done..], &sfa[t][g..], &nc[t][g..]);
+            dot_a4(&wq[..rest], &wsc[..rest / 8], q, s, n, 0, 0, &mut tail);
+        }
+        hsum(_mm256_add_ps(sums[t][0], sums[t][1])) + tail[0]
+    })
 }
 
 /// W4A4 dot products with `vpmaddubsw`/`vpmaddwd`, then one FMA per 8 groups.

@@ -14,7 +14,7 @@ mod f32_gemm;
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
 
-use super::{Isa, Perm};
+use super::{A4Act, Isa, Perm};
 
 /// Token proving AVX2, FMA and F16C are available.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +49,7 @@ impl Avx512 {
 /// Implements [`Isa`] for a token type by forwarding to a kernel module whose functions
 /// carry the matching `#[target_feature]`s.
 macro_rules! forward_isa {
-    ($token:ty, $module:ident, $nvfp4_perm:expr, $a4_perm:expr) => {
+    ($token:ty, $module:ident, $nvfp4_perm:expr, $a4_perm:expr, $a4_rows:path) => {
         impl Isa for $token {
             const NVFP4_PERM: Perm = $nvfp4_perm;
             const A4_PERM: Perm = $a4_perm;
@@ -98,6 +98,19 @@ macro_rules! forward_isa {
                 unsafe { $module::decode_w4(codes, scales, wq, wsc) }
             }
 
+            fn a4_rows(
+                self,
+                codes: &[u8],
+                scales: &[u8],
+                n_in: usize,
+                act: &A4Act,
+                tokens: usize,
+                out: &mut [f32],
+            ) {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                unsafe { $a4_rows(self, codes, scales, n_in, act, tokens, out) }
+            }
+
             fn dot_a4(
                 self,
                 wq: &[u8],
@@ -116,5 +129,32 @@ macro_rules! forward_isa {
     };
 }
 
-forward_isa!(Avx2, avx2, Perm::EvenOdd(64), Perm::EvenOdd(64));
-forward_isa!(Avx512, avx512, Perm::Nibble16x8, Perm::EvenOdd(128));
+forward_isa!(
+    Avx2,
+    avx2,
+    Perm::EvenOdd(64),
+    Perm::EvenOdd(64),
+    avx2::a4_rows
+);
+forward_isa!(
+    Avx512,
+    avx512,
+    Perm::Nibble16x8,
+    Perm::EvenOdd(128),
+    avx512_a4_rows
+);
+
+/// AVX-512 integer (W4A4 / W4A8) rows: the segment loop over `decode_w4` and `dot_a4`
+/// (no fused kernel for this ISA yet), compiled with its features.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn avx512_a4_rows(
+    isa: Avx512,
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    tokens: usize,
+    out: &mut [f32],
+) {
+    super::a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+}
