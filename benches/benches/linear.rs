@@ -1,6 +1,6 @@
 //! CPU linear layers at decode shapes: effective weight bandwidth of the fast path.
 //!
-//! For each shape of [`DECODE_SHAPES`], each format (NVFP4 W4A16 and W4A4, bf16, FP8,
+//! For each shape of [`DECODE_SHAPES`], each format (NVFP4 W4A16, W4A4 and W4A8, bf16, FP8,
 //! f32) and 1 or 16 tokens, times `Linear::forward` (rayon global pool, SIMD level of
 //! `simd_level()`); NVFP4 and bf16 also with bf16 activations at 1 token. Throughput
 //! is the layer's weight bytes per forward pass, so it compares directly with the

@@ -144,13 +144,16 @@ pub enum BenchFormat {
     Nvfp4,
     /// NVFP4 weights and run-time NVFP4 activations (W4A4 emulation).
     Nvfp4W4a4,
+    /// NVFP4 weights and run-time int8 activations (W4A8).
+    Nvfp4W4a8,
 }
 
 impl BenchFormat {
     /// Every format, in report order.
-    pub const ALL: [BenchFormat; 5] = [
+    pub const ALL: [BenchFormat; 6] = [
         BenchFormat::Nvfp4,
         BenchFormat::Nvfp4W4a4,
+        BenchFormat::Nvfp4W4a8,
         BenchFormat::Bf16,
         BenchFormat::Fp8,
         BenchFormat::F32,
@@ -164,6 +167,7 @@ impl BenchFormat {
             BenchFormat::Fp8 => "fp8",
             BenchFormat::Nvfp4 => "nvfp4-w4a16",
             BenchFormat::Nvfp4W4a4 => "nvfp4-w4a4",
+            BenchFormat::Nvfp4W4a8 => "nvfp4-w4a8",
         }
     }
 
@@ -174,7 +178,7 @@ impl BenchFormat {
             BenchFormat::F32 => 4 * n,
             BenchFormat::Bf16 => 2 * n,
             BenchFormat::Fp8 => n,
-            BenchFormat::Nvfp4 | BenchFormat::Nvfp4W4a4 => n / 2 + n / 16,
+            BenchFormat::Nvfp4 | BenchFormat::Nvfp4W4a4 | BenchFormat::Nvfp4W4a8 => n / 2 + n / 16,
         }
     }
 }
@@ -239,15 +243,15 @@ pub fn make_layers(
                 }
             };
             let lin = Linear::new(out, inp, weight).unwrap();
-            if format == BenchFormat::Nvfp4W4a4 {
+            let act = match format {
                 // Activations are uniform in [-1, 1): calibrated amax 1.
-                let act = ActivationQuant::Nvfp4 {
+                BenchFormat::Nvfp4W4a4 => ActivationQuant::Nvfp4 {
                     input_scale: 1.0 / 2688.0,
-                };
-                lin.with_activation_quant(act).unwrap()
-            } else {
-                lin
-            }
+                },
+                BenchFormat::Nvfp4W4a8 => ActivationQuant::Int8,
+                _ => return lin,
+            };
+            lin.with_activation_quant(act).unwrap()
         })
         .collect()
 }

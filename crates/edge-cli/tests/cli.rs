@@ -243,12 +243,12 @@ fn embedded_demo_model_answers_with_a_tool_call() {
 }
 
 /// The committed NVFP4 copy of the demo model (`edge-llm quantize`) loads, with W4A16
-/// and W4A4 activations, and still answers the main job with a bash tool call.
+/// W4A4 and W4A8 activations, and still answers the main job with a bash tool call.
 #[test]
 fn nvfp4_demo_copy_answers_with_a_tool_call() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/demo-nvfp4");
     let dir = dir.to_str().unwrap();
-    for act in ["none", "nvfp4"] {
+    for act in ["none", "nvfp4", "int8"] {
         let v = generate_json(&["--model", dir, "--act-quant", act, "--max-new-tokens", "60"]);
         let text = v["text"].as_str().unwrap();
         assert!(text.contains("<function=bash>"), "{act}: {text}");

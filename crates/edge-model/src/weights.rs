@@ -22,6 +22,11 @@ pub enum ActivationMode {
     /// Quantize activations of NVFP4 linears to NVFP4 with each layer's `input_scale`,
     /// emulating a W4A4 Blackwell kernel; other linears keep f32 activations.
     Nvfp4,
+    /// W4A8, the fast CPU mode for NVFP4 checkpoints: activations of NVFP4 linears are
+    /// quantized to int8 at run time (one scale per 16 elements, no calibration) and
+    /// multiplied with integer instructions; other linears (e.g. a bf16 `lm_head`)
+    /// take bf16 activations as in [`ActivationMode::Bf16`].
+    Int8,
 }
 
 impl std::str::FromStr for ActivationMode {
@@ -32,8 +37,9 @@ impl std::str::FromStr for ActivationMode {
             "none" => Ok(ActivationMode::None),
             "bf16" => Ok(ActivationMode::Bf16),
             "nvfp4" => Ok(ActivationMode::Nvfp4),
+            "int8" => Ok(ActivationMode::Int8),
             _ => Err(ModelError::InvalidInput(format!(
-                "unknown activation quantization `{s}` (expected none, bf16 or nvfp4)"
+                "unknown activation quantization `{s}` (expected none, bf16, nvfp4 or int8)"
             ))),
         }
     }
@@ -109,11 +115,13 @@ impl WeightReader<'_> {
         self.with_mode(Linear::new(out, inp, weight)?)
     }
 
-    /// Applies [`ActivationMode::Bf16`] to a non-NVFP4 linear (W4A4 applies to NVFP4
-    /// linears only).
+    /// Applies the mode to a non-NVFP4 linear: bf16 activations in the bf16 and int8
+    /// modes (W4A4 and W4A8 apply to NVFP4 linears only).
     pub fn with_mode(&self, linear: Linear) -> Result<Linear> {
         match self.activations {
-            ActivationMode::Bf16 => Ok(linear.with_activation_quant(ActivationQuant::Bf16)?),
+            ActivationMode::Bf16 | ActivationMode::Int8 => {
+                Ok(linear.with_activation_quant(ActivationQuant::Bf16)?)
+            }
             ActivationMode::None | ActivationMode::Nvfp4 => Ok(linear),
         }
     }
@@ -144,6 +152,7 @@ impl WeightReader<'_> {
         match self.activations {
             ActivationMode::None => Ok(linear),
             ActivationMode::Bf16 => Ok(linear.with_activation_quant(ActivationQuant::Bf16)?),
+            ActivationMode::Int8 => Ok(linear.with_activation_quant(ActivationQuant::Int8)?),
             ActivationMode::Nvfp4 => {
                 let input_scale = self
                     .ckpt

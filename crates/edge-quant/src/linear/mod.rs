@@ -249,7 +249,9 @@ impl Linear {
     /// Runs several layers on the same input: `outs[i] = x·Wᵢᵀ` for `layers[i]`, exactly
     /// what [`Linear::forward`] on each gives. Layers that take the bf16 GEMM share one
     /// packing of `x` and one parallel loop (the q/k/v, gate/up and GDN input
-    /// projections of a prompt). All layers must have the same `in_features`.
+    /// projections of a prompt); the others (decode steps) share one parallel loop over
+    /// all their output rows, so small projections do not each pay a fork-join. All
+    /// layers must have the same `in_features`.
     pub fn forward_shared(
         layers: &[&Linear],
         x: &[f32],

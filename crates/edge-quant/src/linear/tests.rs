@@ -170,6 +170,44 @@ fn nan_weights_propagate() {
 }
 
 #[test]
+fn nan_block_scale_poisons_only_its_row_in_integer_modes() {
+    // 5 rows (a four-row pass and a single row), a NaN block scale in row 1 only.
+    let (rows, n) = (5, 256);
+    let mut scales = vec![0x38u8; rows * n / 16];
+    scales[n / 16 + 9] = 0x7f;
+    let codes: Vec<u8> = (0..rows * n / 2).map(|i| (i * 37 % 256) as u8).collect();
+    let t = Nvfp4Tensor::from_parts(rows, n, codes, scales, 0.5).unwrap();
+    let x = noise(n, 3);
+    for act in [
+        ActivationQuant::Int8,
+        ActivationQuant::Nvfp4 {
+            input_scale: 1.0 / 2688.0,
+        },
+    ] {
+        let lin = Linear::new(rows, n, LinearWeight::Nvfp4(t.clone()))
+            .unwrap()
+            .with_activation_quant(act)
+            .unwrap();
+        let mut want = vec![0.0f32; rows];
+        lin.forward_reference(&x, 1, &mut want).unwrap();
+        for level in levels() {
+            let mut got = vec![0.0f32; rows];
+            lin.forward_with_level(level, &x, 1, &mut got).unwrap();
+            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                if r == 1 {
+                    assert!(g.is_nan() && w.is_nan(), "{act:?} {level}");
+                } else {
+                    assert!(
+                        (g - w).abs() <= 1e-4 * w.abs().max(1.0),
+                        "{act:?} {level} {r}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn bad_inputs_are_typed_errors() {
     assert!(Linear::new(2, 3, LinearWeight::F32(vec![0.0; 5])).is_err());
     assert!(Linear::new(0, 3, LinearWeight::F32(vec![])).is_err());

@@ -22,11 +22,6 @@ pub(crate) fn forward(
     tokens: usize,
     out: &mut [f32],
 ) -> Result<()> {
-    let unavailable = || {
-        QuantError::Unsupported(format!(
-            "SIMD level {level} is not available on this CPU or build"
-        ))
-    };
     if gemm_eligible(lin, tokens) && run_gemm(level, &[lin], x, tokens, &mut [out])? {
         return Ok(());
     }
@@ -38,33 +33,46 @@ pub(crate) fn forward(
         run_gemv(kernel, lin, x, tokens, out);
         return Ok(());
     }
+    run_rows(level, &[lin], x, tokens, &mut [out])
+}
+
+/// The row kernels of `level` for `layers` sharing the input `x`: activations prepared
+/// per layer, then one parallel loop over the output rows of all of them (one
+/// fork-join instead of one per layer; the small GDN gate projections ride along).
+fn run_rows(
+    level: SimdLevel,
+    layers: &[&Linear],
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<()> {
+    let unavailable = || {
+        QuantError::Unsupported(format!(
+            "SIMD level {level} is not available on this CPU or build"
+        ))
+    };
     match level {
-        SimdLevel::Portable => run(Portable, lin, x, tokens, out),
+        SimdLevel::Portable => run(Portable, layers, x, tokens, outs),
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => run(
-            super::x86::Avx2::detect().ok_or_else(unavailable)?,
-            lin,
-            x,
-            tokens,
-            out,
-        ),
+        SimdLevel::Avx2 => {
+            let isa = super::x86::Avx2::detect().ok_or_else(unavailable)?;
+            run(isa, layers, x, tokens, outs)
+        }
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => run(
-            super::x86::Avx512::detect().ok_or_else(unavailable)?,
-            lin,
-            x,
-            tokens,
-            out,
-        ),
+        SimdLevel::Avx512 => {
+            let isa = super::x86::Avx512::detect().ok_or_else(unavailable)?;
+            run(isa, layers, x, tokens, outs)
+        }
         #[cfg(target_arch = "aarch64")]
-        SimdLevel::Neon => run(super::aarch64::Neon, lin, x, tokens, out),
+        SimdLevel::Neon => run(super::aarch64::Neon, layers, x, tokens, outs),
         #[allow(unreachable_patterns)]
         _ => Err(unavailable()),
     }
 }
 
 /// Runs layers sharing the input `x` (shapes already checked): the ones that take the
-/// bf16 GEMM together (one packing of `x`, one parallel loop), the rest one by one.
+/// bf16 GEMM together (one packing of `x`, one parallel loop), the ones that take the
+/// row kernels together (one parallel loop over all their rows).
 pub(crate) fn forward_group(
     layers: &[&Linear],
     level: SimdLevel,
@@ -72,21 +80,42 @@ pub(crate) fn forward_group(
     tokens: usize,
     outs: &mut [&mut [f32]],
 ) -> Result<()> {
-    let (mut group, mut group_outs) = (Vec::new(), Vec::new());
+    let (mut gemm, mut gemm_outs) = (Vec::new(), Vec::new());
+    let (mut rows, mut rows_outs) = (Vec::new(), Vec::new());
     for (lin, out) in layers.iter().zip(outs.iter_mut()) {
         if gemm_eligible(lin, tokens) {
-            group.push(*lin);
-            group_outs.push(&mut **out);
+            gemm.push(*lin);
+            gemm_outs.push(&mut **out);
+        } else if gemv_eligible_here(lin, level, tokens) {
+            forward(lin, level, x, tokens, out)?;
         } else {
-            forward(lin, level, x, tokens, out)?;
+            rows.push(*lin);
+            rows_outs.push(&mut **out);
         }
     }
-    if !group.is_empty() && !run_gemm(level, &group, x, tokens, &mut group_outs)? {
-        for (lin, out) in group.iter().zip(group_outs.iter_mut()) {
-            forward(lin, level, x, tokens, out)?;
-        }
+    if !gemm.is_empty() && !run_gemm(level, &gemm, x, tokens, &mut gemm_outs)? {
+        rows.extend(gemm);
+        rows_outs.extend(gemm_outs);
     }
-    Ok(())
+    if rows.is_empty() {
+        return Ok(());
+    }
+    run_rows(level, &rows, x, tokens, &mut rows_outs)
+}
+
+/// Whether [`forward`] would take the AVX-512 BF16 dot-product kernels for `lin`.
+fn gemv_eligible_here(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        level == SimdLevel::Avx512
+            && gemv_eligible(lin, tokens)
+            && super::x86::Bf16Gemv::detect().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (lin, level, tokens);
+        false
+    }
 }
 
 /// Whether `lin` takes the bf16 GEMM for `tokens` rows (when the CPU has a kernel).
@@ -196,22 +225,32 @@ enum Act<'a> {
     A4(A4Act, f32),
 }
 
-fn run<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) -> Result<()> {
+fn run<I: Isa>(
+    isa: I,
+    layers: &[&Linear],
+    x: &[f32],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<()> {
     if tokens == 0 {
         return Ok(());
     }
-    let (n_out, n_in) = (lin.out_features(), lin.in_features());
-    let act = prepare::<I>(lin, x, tokens)?;
-    row_tiles(n_out, n_in, tokens, out, |r0, tile| {
-        compute_rows(isa, lin, &act, tokens, r0, tile);
+    let acts = layers
+        .iter()
+        .map(|lin| prepare::<I>(lin, x, tokens))
+        .collect::<Result<Vec<_>>>()?;
+    let shapes: Vec<_> = layers
+        .iter()
+        .map(|l| (l.out_features(), l.in_features()))
+        .collect();
+    row_tiles_many(&shapes, tokens, outs, |i, r0, tile| {
+        compute_rows(isa, layers[i], &acts[i], tokens, r0, tile);
     });
     Ok(())
 }
 
-/// Splits the `n_out` output rows into rayon tasks: `task(r0, tile)` fills rows
-/// `r0..r0 + tile.len()/tokens` of a row-major `[rows, tokens]` tile (tasks own
-/// disjoint rows), which is then transposed into `out` (`[tokens, n_out]`); for one
-/// token the tiles are `out` itself.
+/// [`row_tiles_many`] for one layer: `task(r0, tile)`.
+#[cfg(target_arch = "x86_64")]
 fn row_tiles(
     n_out: usize,
     n_in: usize,
@@ -219,27 +258,53 @@ fn row_tiles(
     out: &mut [f32],
     task: impl Fn(usize, &mut [f32]) + Sync,
 ) {
-    let mut transposed = Vec::new();
-    let yt: &mut [f32] = if tokens == 1 {
-        out
-    } else {
-        transposed.resize(n_out * tokens, 0.0);
-        &mut transposed
-    };
-    let threads = rayon::current_num_threads().max(1);
-    let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens);
-    let rows_per_task = n_out.div_ceil(4 * threads).max(min_rows).max(1);
-    if rows_per_task >= n_out {
-        task(0, yt);
-    } else {
-        yt.par_chunks_mut(rows_per_task * tokens)
-            .enumerate()
-            .for_each(|(i, tile)| task(i * rows_per_task, tile));
-    }
+    row_tiles_many(&[(n_out, n_in)], tokens, &mut [out], |_, r0, tile| {
+        task(r0, tile)
+    });
+}
+
+/// Splits the output rows of layers with `shapes[i] = (n_out, n_in)` into rayon tasks
+/// of one parallel loop: `task(i, r0, tile)` fills rows `r0..r0 + tile.len()/tokens`
+/// of layer `i` as a row-major `[rows, tokens]` tile (tasks own disjoint rows), which
+/// is then transposed into `outs[i]` (`[tokens, n_out]`); for one token the tiles are
+/// the outputs themselves.
+fn row_tiles_many(
+    shapes: &[(usize, usize)],
+    tokens: usize,
+    outs: &mut [&mut [f32]],
+    task: impl Fn(usize, usize, &mut [f32]) + Sync,
+) {
+    let mut transposed: Vec<Vec<f32>> = Vec::new();
     if tokens > 1 {
-        for (r, ys) in transposed.chunks_exact(tokens).enumerate() {
-            for (t, &y) in ys.iter().enumerate() {
-                out[t * n_out + r] = y;
+        transposed = shapes.iter().map(|&(n, _)| vec![0.0; n * tokens]).collect();
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let mut tiles = Vec::new();
+    let mut buffers = transposed.iter_mut();
+    for (i, (&(n_out, n_in), out)) in shapes.iter().zip(outs.iter_mut()).enumerate() {
+        let yt: &mut [f32] = match buffers.next() {
+            Some(t) => t,
+            None => out,
+        };
+        let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens);
+        let rows_per_task = n_out.div_ceil(4 * threads).max(min_rows).max(1);
+        for (j, tile) in yt.chunks_mut(rows_per_task * tokens).enumerate() {
+            tiles.push((i, j * rows_per_task, tile));
+        }
+    }
+    if tiles.len() == 1 {
+        let (i, r0, tile) = tiles.pop().expect("one tile");
+        task(i, r0, tile);
+    } else {
+        tiles
+            .into_par_iter()
+            .for_each(|(i, r0, tile)| task(i, r0, tile));
+    }
+    for (t, out) in transposed.iter().zip(outs.iter_mut()) {
+        let n_out = out.len() / tokens;
+        for (r, ys) in t.chunks_exact(tokens).enumerate() {
+            for (tok, &y) in ys.iter().enumerate() {
+                out[tok * n_out + r] = y;
             }
         }
     }

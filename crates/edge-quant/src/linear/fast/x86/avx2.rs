@@ -10,7 +10,7 @@
 //!   with ones gives one exact 32-bit sum per 8-element group.
 
 use super::super::portable::{self, OFFSET_DOUBLED};
-use super::super::{A4Act, a4_rows_by_segments, segments};
+use super::super::segments;
 use crate::formats::e2m1;
 use core::arch::x86_64::*;
 
@@ -21,7 +21,7 @@ const PREFETCH_BYTES: usize = 4096;
 /// buffer while it waits for DRAM, so more lines can be in flight).
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn prefetch(data: &[u8], at: usize) {
+pub(super) fn prefetch(data: &[u8], at: usize) {
     // `wrapping_add` keeps the address computation defined past the end of the slice,
     // and a prefetch is only a hint: it never faults and changes no memory.
     let p = data.as_ptr().wrapping_add(at + PREFETCH_BYTES);
@@ -30,7 +30,7 @@ fn prefetch(data: &[u8], at: usize) {
 
 /// Sum of the 8 lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let mut a = [0.0f32; 8];
     // SAFETY: `a` holds 8 floats.
     unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
@@ -126,7 +126,7 @@ pub(super) fn decode_bf16(src: &[u8], dst: &mut [f32]) {
 
 /// The low 8 E4M3 bytes of `v` as f16 bit patterns of `e4m3(b) · 2⁻⁸` (no NaN codes).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn e4m3_to_f16x8(v: __m128i) -> __m128i {
+pub(super) fn e4m3_to_f16x8(v: __m128i) -> __m128i {
     let x = _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(v));
     // The sign landed on bit 14; adding that bit moves it to bit 15.
     _mm_add_epi16(x, _mm_and_si128(x, _mm_set1_epi16(0x4000)))
@@ -134,7 +134,7 @@ fn e4m3_to_f16x8(v: __m128i) -> __m128i {
 
 /// Whether any of the 16 bytes of `v` is an E4M3 NaN.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn any_nan16(v: __m128i) -> bool {
+pub(super) fn any_nan16(v: __m128i) -> bool {
     let m = _mm_set1_epi8(0x7f);
     _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(v, m), m)) != 0
 }
@@ -183,7 +183,7 @@ const DOUBLED_BYTES: [u8; 16] = {
 /// `codes` must be valid for reading 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibble_lookup(table: &[u8; 16], codes: *const u8) -> [__m256i; 2] {
+pub(super) unsafe fn nibble_lookup(table: &[u8; 16], codes: *const u8) -> [__m256i; 2] {
     // SAFETY: `table` holds 16 bytes; the caller vouches for the 32 code bytes.
     let (lut, v) = unsafe {
         (
@@ -367,7 +367,7 @@ pub(super) fn decode_w4(codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f
 /// groups 0–7 (blocks 0–3, each twice), then groups 8–15.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn group_scales(scales: &[u8]) -> [__m256; 2] {
+pub(super) fn group_scales(scales: &[u8]) -> [__m256; 2] {
     let scales = &scales[..8];
     // SAFETY: `scales` holds 8 bytes; the upper half of `v` is zero (never a NaN code).
     let v = unsafe { _mm_loadl_epi64(scales.as_ptr().cast()) };
@@ -379,98 +379,17 @@ fn group_scales(scales: &[u8]) -> [__m256; 2] {
     } else {
         _mm256_cvtph_ps(e4m3_to_f16x8(v))
     };
+    per_group(s)
+}
+
+/// Eight block scales spread to their 16 groups: `[s0, s0, s1, s1, …]` twice.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn per_group(s: __m256) -> [__m256; 2] {
     [
         _mm256_permutevar8x32_ps(s, _mm256_set_epi32(3, 3, 2, 2, 1, 1, 0, 0)),
         _mm256_permutevar8x32_ps(s, _mm256_set_epi32(7, 7, 6, 6, 5, 5, 4, 4)),
     ]
-}
-
-/// Integer (W4A4 / W4A8) rows. Up to 4 tokens (decode steps, short verifies) the
-/// weight bytes never leave registers ([`a4_fused`]); with more, decoding a segment
-/// once and reusing it for every token costs less.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn a4_rows(
-    isa: super::Avx2,
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
-    act: &A4Act,
-    tokens: usize,
-    out: &mut [f32],
-) {
-    let rows = out.chunks_exact_mut(tokens).enumerate();
-    let row = |r: usize| {
-        (
-            &codes[r * n_in / 2..][..n_in / 2],
-            &scales[r * n_in / 16..][..n_in / 16],
-        )
-    };
-    match tokens {
-        1 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<1>(row(r), act, n_in))),
-        2 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<2>(row(r), act, n_in))),
-        3 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<3>(row(r), act, n_in))),
-        4 => rows.for_each(|(r, y)| y.copy_from_slice(&a4_fused::<4>(row(r), act, n_in))),
-        _ => a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out),
-    }
-}
-
-/// One row's integer products for `G` tokens, decoding in registers: per 64 inputs the
-/// nibbles become offset doubled bytes (`vpshufb`), `vpmaddubsw` + `vpmaddwd` give each
-/// 8-element group's exact sum against every token's 8-bit activations, and one FMA
-/// applies the group scales. Pairs of chunks share one scale decode (8 blocks); a
-/// remainder of fewer than 128 inputs goes through [`decode_w4`] and [`dot_a4`].
-#[target_feature(enable = "avx2,fma,f16c")]
-fn a4_fused<const G: usize>((codes, scales): (&[u8], &[u8]), act: &A4Act, n_in: usize) -> [f32; G] {
-    let groups = n_in / 8;
-    let qa: [&[i8]; G] = core::array::from_fn(|t| &act.qa[t * n_in..][..n_in]);
-    let sfa: [&[f32]; G] = core::array::from_fn(|t| &act.sfa[t * groups..][..groups]);
-    let nc: [&[i32]; G] = core::array::from_fn(|t| &act.negcorr[t * groups..][..groups]);
-    let ones = _mm256_set1_epi16(1);
-    let mut sums = [[_mm256_setzero_ps(); 2]; G];
-    let pairs = n_in / 128;
-    for p in 0..pairs {
-        prefetch(codes, 64 * p);
-        let wsc = group_scales(&scales[8 * p..]);
-        for (h, ws) in wsc.into_iter().enumerate() {
-            let c = 2 * p + h;
-            // SAFETY: chunk c < n_in/64 reads codes [32c, 32c + 32) (n_in/2 of them),
-            // activations [64c, 64c + 64) of each token's row (n_in each) and groups
-            // [8c, 8c + 8) of its scales and corrections (n_in/8 each).
-            unsafe {
-                let [lo, hi] = nibble_lookup(&OFFSET_DOUBLED, codes.as_ptr().add(32 * c));
-                for t in 0..G {
-                    let x = qa[t].as_ptr().add(64 * c);
-                    let p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(x.cast()));
-                    let p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(x.add(32).cast()));
-                    let d = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
-                    let corr = _mm256_loadu_si256(nc[t].as_ptr().add(8 * c).cast());
-                    let sc = _mm256_mul_ps(ws, _mm256_loadu_ps(sfa[t].as_ptr().add(8 * c)));
-                    let d = _mm256_cvtepi32_ps(_mm256_add_epi32(d, corr));
-                    sums[t][h] = _mm256_fmadd_ps(d, sc, sums[t][h]);
-                }
-            }
-        }
-    }
-    let done = 128 * pairs;
-    let rest = n_in - done;
-    let (mut wq, mut wsc) = ([0u8; 128], [0.0f32; 16]);
-    if rest > 0 {
-        decode_w4(
-            &codes[done / 2..],
-            &scales[done / 16..],
-            &mut wq[..rest],
-            &mut wsc[..rest / 8],
-        );
-    }
-    core::array::from_fn(|t| {
-        let mut tail = [0.0f32];
-        if rest > 0 {
-            let g = done / 8;
-            let (q, s, n) = (&qa[t][done..], &sfa[t][g..], &nc[t][g..]);
-            dot_a4(&wq[..rest], &wsc[..rest / 8], q, s, n, 0, 0, &mut tail);
-        }
-        hsum(_mm256_add_ps(sums[t][0], sums[t][1])) + tail[0]
-    })
 }
 
 /// W4A4 dot products with `vpmaddubsw`/`vpmaddwd`, then one FMA per 8 groups.

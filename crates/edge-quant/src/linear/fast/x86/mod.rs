@@ -6,6 +6,7 @@
 //! the calls below sound.
 
 mod avx2;
+mod avx2_int;
 mod avx512;
 mod bf16_gemm;
 mod bf16_gemv;
@@ -134,7 +135,7 @@ forward_isa!(
     avx2,
     Perm::EvenOdd(64),
     Perm::EvenOdd(64),
-    avx2::a4_rows
+    avx2_int::a4_rows
 );
 forward_isa!(
     Avx512,
