@@ -348,13 +348,52 @@ fn permute_for<'a, I: Isa>(w: &LinearWeight, n_in: usize, xs: Cow<'a, [f32]>) ->
     Cow::Owned(out)
 }
 
-/// Quantizes every token's row (in parallel) and lays it out for the integer kernels.
+/// W4A4 activations: every row quantized to NVFP4 with `input_scale`, as doubled E2M1
+/// codes with each group's block scale.
 fn prepare_a4(
     perm: Perm,
     x: &[f32],
     tokens: usize,
     n_in: usize,
     input_scale: f32,
+) -> Result<A4Act> {
+    prepare_8bit(perm, x, tokens, n_in, |xr, nat, sfa| {
+        let (mut codes, mut scales) = (vec![0u8; n_in / 2], vec![0u8; n_in / BLOCK]);
+        quantize_activation_row(xr, input_scale, &mut codes, &mut scales)?;
+        for (pair, &byte) in nat.chunks_exact_mut(2).zip(codes.iter()) {
+            pair[0] = e2m1::DOUBLED[usize::from(byte & 0xf)];
+            pair[1] = e2m1::DOUBLED[usize::from(byte >> 4)];
+        }
+        sfa.iter_mut()
+            .enumerate()
+            .for_each(|(g, s)| *s = e4m3::decode(scales[g / 2]));
+        Ok(())
+    })
+}
+
+/// W4A8 activations: every row quantized to int8 ([`int8::quantize_row`]), its scale
+/// per 16 elements repeated for both 8-element groups.
+fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
+    prepare_8bit(perm, x, tokens, n_in, |xr, nat, sfa| {
+        let mut scales = vec![0.0f32; n_in / int8::BLOCK];
+        int8::quantize_row(xr, nat, &mut scales)?;
+        sfa.iter_mut()
+            .enumerate()
+            .for_each(|(g, s)| *s = scales[g / 2]);
+        Ok(())
+    })
+}
+
+/// Quantizes every token's row in parallel with `quantize(x_row, codes, group_scales)`
+/// (natural-order 8-bit codes, one scale per 8-element group) and lays the result out
+/// for the integer kernels: codes in `perm` order, and each group's offset correction
+/// `−12 · Σ codes` (cancelling the +12 offset of the weight bytes).
+fn prepare_8bit(
+    perm: Perm,
+    x: &[f32],
+    tokens: usize,
+    n_in: usize,
+    quantize: impl Fn(&[f32], &mut [i8], &mut [f32]) -> Result<()> + Sync,
 ) -> Result<A4Act> {
     let groups = n_in / 8;
     let mut a = A4Act {
@@ -369,66 +408,21 @@ fn prepare_a4(
         .zip(a.negcorr.par_chunks_exact_mut(groups))
         .with_min_len(4);
     rows.try_for_each_init(
-        || {
-            (
-                vec![0u8; n_in / 2],
-                vec![0u8; n_in / BLOCK],
-                vec![0i8; n_in],
-            )
-        },
-        |(codes, scales, nat), (((xr, qa), sfa), negcorr)| {
-            quantize_activation_row(xr, input_scale, codes, scales)?;
-            for (pair, &byte) in nat.chunks_exact_mut(2).zip(codes.iter()) {
-                pair[0] = e2m1::DOUBLED[usize::from(byte & 0xf)];
-                pair[1] = e2m1::DOUBLED[usize::from(byte >> 4)];
+        || vec![0i8; n_in],
+        |nat, (((xr, qa), sfa), negcorr)| {
+            quantize(xr, nat, sfa)?;
+            perm.apply(nat, qa);
+            for (g, c) in negcorr.iter_mut().enumerate() {
+                *c = -12
+                    * nat[8 * g..8 * g + 8]
+                        .iter()
+                        .map(|&q| i32::from(q))
+                        .sum::<i32>();
             }
-            perm.apply(nat, qa);
-            fill_groups(nat, sfa, negcorr, |g| e4m3::decode(scales[g / 2]));
             Ok::<(), QuantError>(())
         },
     )?;
     Ok(a)
-}
-
-/// Quantizes every token's row to int8 (in parallel) and lays it out for the integer
-/// kernels: the same layout as [`prepare_a4`], with one activation scale per 16
-/// elements repeated for both 8-element groups.
-fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
-    let groups = n_in / 8;
-    let mut a = A4Act {
-        qa: vec![0; tokens * n_in],
-        sfa: vec![0.0; tokens * groups],
-        negcorr: vec![0; tokens * groups],
-    };
-    let rows = x
-        .par_chunks_exact(n_in)
-        .zip(a.qa.par_chunks_exact_mut(n_in))
-        .zip(a.sfa.par_chunks_exact_mut(groups))
-        .zip(a.negcorr.par_chunks_exact_mut(groups))
-        .with_min_len(4);
-    rows.try_for_each_init(
-        || (vec![0i8; n_in], vec![0.0f32; n_in / int8::BLOCK]),
-        |(nat, scales), (((xr, qa), sfa), negcorr)| {
-            int8::quantize_row(xr, nat, scales)?;
-            perm.apply(nat, qa);
-            fill_groups(nat, sfa, negcorr, |g| scales[g / 2]);
-            Ok::<(), QuantError>(())
-        },
-    )?;
-    Ok(a)
-}
-
-/// Per 8-element group `g` of `nat` (natural order): its activation scale `scale(g)`
-/// and `−12 · Σ nat` (cancelling the +12 offset of the weight bytes).
-fn fill_groups(nat: &[i8], sfa: &mut [f32], negcorr: &mut [i32], scale: impl Fn(usize) -> f32) {
-    for (g, (s, c)) in sfa.iter_mut().zip(negcorr.iter_mut()).enumerate() {
-        *s = scale(g);
-        *c = -12
-            * nat[8 * g..8 * g + 8]
-                .iter()
-                .map(|&q| i32::from(q))
-                .sum::<i32>();
-    }
 }
 
 /// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and
