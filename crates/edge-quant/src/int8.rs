@@ -23,6 +23,9 @@ pub const BLOCK: usize = 16;
 /// Largest quantized magnitude.
 const QMAX: f32 = 127.0;
 
+/// 1.5·2²³: f32 values this large have no fractional bits.
+const ROUNDER: f32 = 12_582_912.0;
+
 /// Quantizes one activation row (length a multiple of [`BLOCK`], all finite) into
 /// `q` (same length) and one scale per block (`x.len() / BLOCK`).
 ///
@@ -49,8 +52,12 @@ pub fn quantize_row(x: &[f32], q: &mut [i8], scales: &mut [f32]) -> Result<()> {
         }
         let inv = QMAX / amax;
         for (c, &v) in codes.iter_mut().zip(block) {
+            // |v·inv| ≤ 127 (plus rounding): adding and removing 1.5·2²³ rounds to the
+            // nearest integer, ties to even, in f32 — what `round_ties_even` does, but
+            // without a libm call on CPUs lacking SSE4.1 `roundps` at the base target.
             // The clamp only matters if `amax · inv` rounds above 127.
-            *c = (v * inv).round_ties_even().clamp(-QMAX, QMAX) as i8;
+            let rounded = (v * inv + ROUNDER) - ROUNDER;
+            *c = rounded.clamp(-QMAX, QMAX) as i8;
         }
         *scale = amax / QMAX;
     }
@@ -82,6 +89,17 @@ mod tests {
         // Each dequantized value is within half a step.
         for (a, b) in x.iter().zip(dequantize_row(&q, &s)) {
             assert!((a - b).abs() <= 0.5 * s[0] * 1.0001, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn rounding_matches_round_ties_even() {
+        for i in -2600..=2600 {
+            let y = i as f32 * 0.049;
+            assert_eq!((y + ROUNDER) - ROUNDER, y.round_ties_even(), "{y}");
+        }
+        for y in [0.5f32, 1.5, 2.5, -0.5, -1.5, 126.5, -126.5, 127.0] {
+            assert_eq!((y + ROUNDER) - ROUNDER, y.round_ties_even(), "{y}");
         }
     }
 
