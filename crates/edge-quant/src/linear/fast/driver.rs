@@ -375,11 +375,12 @@ fn prepare_a4(
 /// per 16 elements repeated for both 8-element groups.
 fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
     prepare_8bit(perm, x, tokens, n_in, |xr, nat, sfa| {
-        let mut scales = vec![0.0f32; n_in / int8::BLOCK];
-        int8::quantize_row(xr, nat, &mut scales)?;
-        sfa.iter_mut()
-            .enumerate()
-            .for_each(|(g, s)| *s = scales[g / 2]);
+        // Block scales into the first half, then spread in place from the end (group g
+        // reads block g/2 ≤ g, not yet overwritten): no allocation per decode step.
+        int8::quantize_row(xr, nat, &mut sfa[..n_in / int8::BLOCK])?;
+        for g in (0..sfa.len()).rev() {
+            sfa[g] = sfa[g / 2];
+        }
         Ok(())
     })
 }
