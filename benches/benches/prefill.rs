@@ -1,7 +1,7 @@
 //! CPU linear layers at prompt (prefill) shapes: multiply-add throughput of
 //! `Linear::forward` for 512 tokens on the projections of the ≈0.53B benchmark model
 //! (`edge-llm bench synth`), f32 activations against bf16-rounded activations (the
-//! packed bf16 GEMM on CPUs with AVX-512 BF16).
+//! packed GEMM) and, for NVFP4 weights, int8 activations (W4A8).
 //!
 //! Throughput is in elements = multiply-adds (`tokens · out · in`), so
 //! `elements/s × 2` is FLOP/s.
@@ -39,10 +39,14 @@ fn prefill(c: &mut Criterion) {
         let mut y = vec![0.0f32; TOKENS * out];
         for format in [BenchFormat::Nvfp4, BenchFormat::Bf16] {
             let layer = make_layers(format, out, inp, 0, 42).swap_remove(0);
-            for (act_name, act) in [
+            let mut acts = vec![
                 ("f32", ActivationQuant::None),
                 ("bf16", ActivationQuant::Bf16),
-            ] {
+            ];
+            if format == BenchFormat::Nvfp4 {
+                acts.push(("int8", ActivationQuant::Int8));
+            }
+            for (act_name, act) in acts {
                 let layer = layer.clone().with_activation_quant(act).unwrap();
                 let id = BenchmarkId::new(format.name(), format!("act-{act_name}"));
                 g.bench_function(id, |b| {

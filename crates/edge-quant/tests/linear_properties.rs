@@ -244,6 +244,12 @@ fn decode_shapes_spot_check() {
         check_case(Format::Nvfp4W4a8, tokens, 23, 2048 + 128 + 64 + 48, 16);
         check_case(Format::Nvfp4W4a8, tokens, 9, 1024, 17);
     }
+    // The integer prompt GEMM: ragged 4-token tiles, row blocks of 32 with an odd
+    // remainder (2-row tiles and a lone row), several segments and tails.
+    for tokens in [6, 7, 8, 13] {
+        check_case(Format::Nvfp4W4a8, tokens, 71, 2048 + 128 + 64 + 48, 18);
+    }
+    check_case(Format::Nvfp4W4a4, 9, 35, 1024 + 16, 19);
     // One token with rows long enough for the paired-row kernels, odd row counts.
     check_case(Format::Nvfp4, 1, 7, 8192 + 144, 10);
     check_case(Format::Bf16, 1, 5, 8192 + 3, 11);

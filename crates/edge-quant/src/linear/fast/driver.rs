@@ -301,13 +301,38 @@ fn row_tiles_many(
             .for_each(|(i, r0, tile)| task(i, r0, tile));
     }
     for (t, out) in transposed.iter().zip(outs.iter_mut()) {
-        let n_out = out.len() / tokens;
-        for (r, ys) in t.chunks_exact(tokens).enumerate() {
-            for (tok, &y) in ys.iter().enumerate() {
-                out[tok * n_out + r] = y;
-            }
-        }
+        transpose_tiles(t, tokens, out);
     }
+}
+
+/// `out[tok·n_out + r] = tiles[r·tokens + tok]`, in parallel over blocks of tokens and,
+/// within one, in 8 × 8 blocks: eight source and eight destination cache lines at a
+/// time, few enough that the large power-of-two-ish strides do not evict them (a
+/// row-by-row scatter took 12% of a W4A8 prompt GEMM, 16 × 16 blocks 17%).
+fn transpose_tiles(tiles: &[f32], tokens: usize, out: &mut [f32]) {
+    const BLOCK: usize = 8;
+    let n_out = out.len() / tokens;
+    out.par_chunks_mut(n_out * BLOCK)
+        .enumerate()
+        .for_each(|(b, o)| {
+            let t0 = b * BLOCK;
+            let nt = o.len() / n_out;
+            for r0 in (0..n_out).step_by(BLOCK) {
+                let nr = BLOCK.min(n_out - r0);
+                let mut block = [[0.0f32; BLOCK]; BLOCK];
+                for (r, row) in block.iter_mut().enumerate().take(nr) {
+                    let src = &tiles[(r0 + r) * tokens + t0..][..nt];
+                    // Element by element: a `copy_from_slice` of this length is a
+                    // memmove call.
+                    row.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+                }
+                for (k, dst) in o.chunks_exact_mut(n_out).enumerate() {
+                    for (r, d) in dst[r0..r0 + nr].iter_mut().enumerate() {
+                        *d = block[r][k];
+                    }
+                }
+            }
+        });
 }
 
 fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {

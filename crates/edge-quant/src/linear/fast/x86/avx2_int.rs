@@ -13,11 +13,12 @@ use super::Avx2;
 use super::avx2::{
     any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group, prefetch,
 };
+use super::avx2_int_gemm::a4_gemm;
 use core::arch::x86_64::*;
 
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]). Up to 4 tokens the weight
-/// bytes never leave registers ([`fused`]); with more, decoding a segment once and
-/// reusing it for every token costs less. Rows whose block scales include an E4M3 NaN
+/// bytes never leave registers ([`fused`]); with more, decoding blocks of rows once
+/// and reusing them for every token costs less ([`a4_gemm`]). Rows whose block scales include an E4M3 NaN
 /// take the segment path too, so the fused loop needs no per-block NaN test.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn a4_rows(
@@ -30,7 +31,7 @@ pub(super) fn a4_rows(
     out: &mut [f32],
 ) {
     if tokens > 4 {
-        return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+        return a4_gemm(codes, scales, n_in, act, tokens, out);
     }
     let rows = out.len() / tokens;
     let (cb, sb) = (n_in / 2, n_in / 16);

@@ -7,6 +7,7 @@
 
 mod avx2;
 mod avx2_int;
+mod avx2_int_gemm;
 mod avx512;
 mod bf16_gemm;
 mod bf16_gemv;
