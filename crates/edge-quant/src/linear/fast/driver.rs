@@ -511,6 +511,12 @@ fn compute_rows<I: Isa>(
     tile: &mut [f32],
 ) {
     let n_in = lin.in_features();
+    if tokens == 1
+        && let (LinearWeight::Bf16(b), Act::F32(xs)) = (lin.weight(), act)
+        && isa.bf16_rows_one_token(&b[2 * r0 * n_in..][..2 * tile.len() * n_in], n_in, xs, tile)
+    {
+        return;
+    }
     let mut buf = vec![0.0f32; SEG.min(n_in)];
     match (lin.weight(), act) {
         (LinearWeight::Nvfp4(t), Act::F32(xs)) => {

@@ -264,6 +264,14 @@ pub(crate) trait Isa: Copy + Send + Sync {
         }
     }
 
+    /// One token through bf16 rows with a fused kernel: `out[r] = Σ_k w[r][k] · x[k]`
+    /// for the `out.len()` rows of little-endian bf16 bytes in `w` (`2·n_in` each).
+    /// Returns `false`, writing nothing, where the ISA has no such kernel (the caller
+    /// then decodes segments and calls [`Isa::dot`]).
+    fn bf16_rows_one_token(self, _w: &[u8], _n_in: usize, _x: &[f32], _out: &mut [f32]) -> bool {
+        false
+    }
+
     /// Decodes NVFP4 codes to `2·E2M1[q] + 12` bytes in [`Isa::A4_PERM`] order and
     /// block scales to `wsc[g] = e4m3(SF[g/2]) · 2⁻⁸` per 8-element group.
     fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]);

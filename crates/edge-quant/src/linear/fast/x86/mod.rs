@@ -6,6 +6,7 @@
 //! the calls below sound.
 
 mod avx2;
+mod avx2_bf16;
 mod avx2_int;
 mod avx2_int_gemm;
 mod avx512;
@@ -51,7 +52,8 @@ impl Avx512 {
 /// Implements [`Isa`] for a token type by forwarding to a kernel module whose functions
 /// carry the matching `#[target_feature]`s.
 macro_rules! forward_isa {
-    ($token:ty, $module:ident, $nvfp4_perm:expr, $a4_perm:expr, $a4_rows:path) => {
+    ($token:ty, $module:ident, $nvfp4_perm:expr, $a4_perm:expr, $a4_rows:path
+        $(, { $($extra:item)* })?) => {
         impl Isa for $token {
             const NVFP4_PERM: Perm = $nvfp4_perm;
             const A4_PERM: Perm = $a4_perm;
@@ -127,6 +129,8 @@ macro_rules! forward_isa {
                 // SAFETY: the token exists only if `detect` found the kernel's features.
                 unsafe { $module::dot_a4(wq, wsc, qa, sfa, negcorr, stride, gstride, acc) }
             }
+
+            $($($extra)*)?
         }
     };
 }
@@ -136,7 +140,14 @@ forward_isa!(
     avx2,
     Perm::EvenOdd(64),
     Perm::EvenOdd(64),
-    avx2_int::a4_rows
+    avx2_int::a4_rows,
+    {
+        fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
+            // SAFETY: the token exists only if `detect` found the kernel's features.
+            unsafe { avx2_bf16::bf16_rows_one_token(w, n_in, x, out) };
+            true
+        }
+    }
 );
 forward_isa!(
     Avx512,
