@@ -28,13 +28,14 @@ pub(super) fn prefetch(data: &[u8], at: usize) {
     _mm_prefetch::<_MM_HINT_T1>(p.cast());
 }
 
-/// Sum of the 8 lanes.
+/// Sum of the 8 lanes (in registers: a store and an iterator sum was an out-of-line
+/// call per output row, 2.7% of a W4A8 decode step).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn hsum(v: __m256) -> f32 {
-    let mut a = [0.0f32; 8];
-    // SAFETY: `a` holds 8 floats.
-    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
-    a.iter().sum()
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps::<1>(s, s)))
 }
 
 /// `acc[t] += Σ_i w[i] · xs[t·stride + i]`: four tokens at a time share each weight

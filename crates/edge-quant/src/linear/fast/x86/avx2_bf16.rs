@@ -7,6 +7,7 @@
 //! half makes the odd one. The activations are permuted to match (`EvenOdd(16)`).
 
 use super::super::Perm;
+use super::avx2::hsum;
 use core::arch::x86_64::*;
 
 /// Bytes ahead that each row prefetches into L1 (as the one-token integer kernel).
@@ -63,15 +64,12 @@ fn rows_dot<const R: usize>(rows: [&[u8]; R], xp: &[f32]) -> [f32; R] {
         }
     }
     let done = 16 * chunks;
-    core::array::from_fn(|r| {
-        let mut lanes = [0.0f32; 8];
-        // SAFETY: `lanes` holds 8 floats.
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(even[r], odd[r])) };
-        let tail: f32 = rows[r][2 * done..]
-            .chunks_exact(2)
-            .zip(&xp[done..])
-            .map(|(b, &x)| f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16) * x)
-            .sum();
-        lanes.iter().sum::<f32>() + tail
-    })
+    let mut out = [0.0f32; R];
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = hsum(_mm256_add_ps(even[r], odd[r]));
+        for (b, &x) in rows[r][2 * done..].chunks_exact(2).zip(&xp[done..]) {
+            *o += f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16) * x;
+        }
+    }
+    out
 }
