@@ -148,7 +148,7 @@ fn one_token_rows<const R: usize>(
     let order = unsafe { _mm256_loadu_si256(PAIR_BLOCK_ORDER.as_ptr().cast()) };
     let mut acc = [_mm256_setzero_ps(); R];
     for (p, v) in packed.chunks_exact(PAIR_VECTORS).enumerate() {
-        for r in 0..R {
+        for (r, acc) in acc.iter_mut().enumerate() {
             let c = codes.as_ptr().wrapping_add(r * code_row + 64 * p);
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(ONE_TOKEN_PREFETCH).cast());
             // SAFETY: pair p < n_in/128 reads codes [64p, 64p + 64) (of n_in/2) and
@@ -168,7 +168,7 @@ fn one_token_rows<const R: usize>(
                     _mm256_castsi256_ps(v[5]),
                     _mm256_castsi256_ps(v[4]),
                 );
-                acc[r] = _mm256_fmadd_ps(d, ws, acc[r]);
+                *acc = _mm256_fmadd_ps(d, ws, *acc);
             }
         }
     }
