@@ -16,9 +16,6 @@ pub enum CliError {
     /// From the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),
-    /// The worker thread pool could not be started.
-    #[error("cannot start the worker threads: {0}")]
-    Threads(#[from] rayon::ThreadPoolBuildError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {

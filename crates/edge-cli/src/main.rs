@@ -41,23 +41,13 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    let run = move || -> Result<(), CliError> {
-        match cli.command {
-            Command::Generate(a) => commands::generate::run(a),
-            Command::Score(a) => commands::score::run(a),
-            Command::Inspect(a) => commands::inspect::run(a),
-            Command::Quantize(a) => commands::quantize::run(a),
-            Command::Bench(c) => commands::bench::run(c),
-        }
+    let result: Result<(), CliError> = match cli.command {
+        Command::Generate(a) => commands::generate::run(a),
+        Command::Score(a) => commands::score::run(a),
+        Command::Inspect(a) => commands::inspect::run(a),
+        Command::Quantize(a) => commands::quantize::run(a),
+        Command::Bench(c) => commands::bench::run(c),
     };
-    // The command runs on a worker of the global pool, so every parallel loop of a
-    // forward pass forks from a worker that takes part in it. Called from the main
-    // thread instead, each loop hands its work over and puts the caller to sleep until
-    // it is done: two thread switches per loop, hundreds per decoded token.
-    let result = rayon::ThreadPoolBuilder::new()
-        .build()
-        .map_err(CliError::from)
-        .and_then(|pool| pool.install(run));
     if let Err(e) = result {
         eprintln!("error: {e}");
         std::process::exit(1);
