@@ -29,32 +29,36 @@ pub fn recurrent(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     })
 }
 
-/// Two passes over the state per token (it is the layer's largest operand at decode):
-/// decay and `Sᵀk` together, then the rank-1 update and `Sᵀq` together.
+/// Two passes over the state per token (it is the layer's largest operand at decode, and
+/// at decode it comes from DRAM: the weight stream evicts it between tokens). The first
+/// only reads: `a = Sᵀk`, `b = Sᵀq`. With `S' = e^g·S`, `S'ᵀk = e^g·a` gives the update
+/// `δ = β(v − e^g·a)` and `o = S''ᵀq = e^g·b + (k·q)·δ`, so the second pass writes
+/// `S'' = e^g·S + k⊗δ` once (three state sweeps instead of four).
 #[inline(always)]
 fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     let (dk, dv) = (inp.dk, inp.dv);
-    let mut mem = vec![0.0f32; dv];
+    let mut sk = vec![0.0f32; dv];
     for t in 0..inp.beta.len() {
         let (q, k) = (&inp.q[t * dk..][..dk], &inp.k[t * dk..][..dk]);
         let v = &inp.v[t * dv..][..dv];
         let decay = inp.g[t].exp();
-        mem.fill(0.0);
-        for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
-            for (s, m) in row.iter_mut().zip(mem.iter_mut()) {
-                *s *= decay;
-                *m += ki * *s;
+        let o = &mut out[t * dv..][..dv];
+        sk.fill(0.0);
+        o.fill(0.0);
+        for ((row, &ki), &qi) in state.chunks_exact(dv).zip(k).zip(q) {
+            for ((&s, a), b) in row.iter().zip(sk.iter_mut()).zip(o.iter_mut()) {
+                *a += ki * s;
+                *b += qi * s;
             }
         }
-        for (m, &vj) in mem.iter_mut().zip(v) {
-            *m = inp.beta[t] * (vj - *m);
+        let kq: f32 = k.iter().zip(q).map(|(&a, &b)| a * b).sum();
+        for ((a, &vj), y) in sk.iter_mut().zip(v).zip(o.iter_mut()) {
+            *a = inp.beta[t] * (vj - decay * *a);
+            *y = decay * *y + kq * *a;
         }
-        let o = &mut out[t * dv..][..dv];
-        o.fill(0.0);
-        for ((row, &ki), &qi) in state.chunks_exact_mut(dv).zip(k).zip(q) {
-            for ((s, &m), y) in row.iter_mut().zip(mem.iter()).zip(o.iter_mut()) {
-                *s += ki * m;
-                *y += qi * *s;
+        for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
+            for (s, &d) in row.iter_mut().zip(sk.iter()) {
+                *s = decay * *s + ki * d;
             }
         }
     }
