@@ -171,35 +171,41 @@ fn nan_weights_propagate() {
 
 #[test]
 fn nan_block_scale_poisons_only_its_row_in_integer_modes() {
-    // 5 rows (a four-row pass and a single row), a NaN block scale in row 1 only.
+    // 5 rows (a four-row pass and a single row), a NaN block scale in row 1 only; one
+    // token (the one-token rows), three (the fused few-token rows) and nine (the prompt
+    // GEMM: a full 8-token tile and a single-token one).
     let (rows, n) = (5, 256);
     let mut scales = vec![0x38u8; rows * n / 16];
     scales[n / 16 + 9] = 0x7f;
     let codes: Vec<u8> = (0..rows * n / 2).map(|i| (i * 37 % 256) as u8).collect();
     let t = Nvfp4Tensor::from_parts(rows, n, codes, scales, 0.5).unwrap();
-    let x = noise(n, 3);
-    for act in [
+    for (act, tokens) in [
         ActivationQuant::Int8,
         ActivationQuant::Nvfp4 {
             input_scale: 1.0 / 2688.0,
         },
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|a| [1, 3, 9].map(|t| (a, t)))
+    {
+        let x = noise(tokens * n, 3);
         let lin = Linear::new(rows, n, LinearWeight::Nvfp4(t.clone()))
             .unwrap()
             .with_activation_quant(act)
             .unwrap();
-        let mut want = vec![0.0f32; rows];
-        lin.forward_reference(&x, 1, &mut want).unwrap();
+        let mut want = vec![0.0f32; tokens * rows];
+        lin.forward_reference(&x, tokens, &mut want).unwrap();
         for level in levels() {
-            let mut got = vec![0.0f32; rows];
-            lin.forward_with_level(level, &x, 1, &mut got).unwrap();
-            for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            let mut got = vec![0.0f32; tokens * rows];
+            lin.forward_with_level(level, &x, tokens, &mut got).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let r = i % rows;
                 if r == 1 {
-                    assert!(g.is_nan() && w.is_nan(), "{act:?} {level}");
+                    assert!(g.is_nan() && w.is_nan(), "{act:?} {level} t={tokens}");
                 } else {
                     assert!(
                         (g - w).abs() <= 1e-4 * w.abs().max(1.0),
-                        "{act:?} {level} {r}"
+                        "{act:?} {level} t={tokens} {i}"
                     );
                 }
             }
