@@ -235,10 +235,15 @@ fn run<I: Isa>(
     if tokens == 0 {
         return Ok(());
     }
-    let acts = layers
+    let mut acts = layers
         .iter()
         .map(|lin| prepare::<I>(lin, x, tokens))
         .collect::<Result<Vec<_>>>()?;
+    for (act, lin) in acts.iter_mut().zip(layers) {
+        if let Act::A4(a, _) = act {
+            isa.pack_a4(a, lin.in_features(), tokens);
+        }
+    }
     let shapes: Vec<_> = layers
         .iter()
         .map(|l| (l.out_features(), l.in_features()))
@@ -426,6 +431,7 @@ fn prepare_8bit(
         qa: vec![0; tokens * n_in],
         sfa: vec![0.0; tokens * groups],
         negcorr: vec![0; tokens * groups],
+        packed: Vec::new(),
     };
     let rows = x
         .par_chunks_exact(n_in)

@@ -201,6 +201,10 @@ pub(crate) struct A4Act {
     /// `−12 · Σ qa` over each 8-element group, `[tokens, in/8]`: cancels the +12 offset
     /// of the unsigned weight bytes.
     pub negcorr: Vec<i32>,
+    /// The same activations in an ISA's own layout for its prompt kernel, built once per
+    /// forward pass by [`Isa::pack_a4`] and shared by every row task (empty when the
+    /// ISA has none; the layout is private to that ISA's kernels).
+    pub packed: Vec<u32>,
 }
 
 /// One instruction set's kernels. Implementors are zero-sized tokens whose existence
@@ -271,6 +275,10 @@ pub(crate) trait Isa: Copy + Send + Sync {
     fn bf16_rows_one_token(self, _w: &[u8], _n_in: usize, _x: &[f32], _out: &mut [f32]) -> bool {
         false
     }
+
+    /// Builds [`A4Act::packed`] for `tokens` tokens of `n_in` inputs, if this ISA's
+    /// [`Isa::a4_rows`] reads a packed layout for that many tokens (default: nothing).
+    fn pack_a4(self, _act: &mut A4Act, _n_in: usize, _tokens: usize) {}
 
     /// Decodes NVFP4 codes to `2·E2M1[q] + 12` bytes in [`Isa::A4_PERM`] order and
     /// block scales to `wsc[g] = e4m3(SF[g/2]) · 2⁻⁸` per 8-element group.

@@ -17,6 +17,9 @@ use super::avx2::{
 use super::avx2_int_gemm::a4_gemm;
 use core::arch::x86_64::*;
 
+/// Token counts from which [`a4_rows`] runs the prompt GEMM ([`a4_gemm`]).
+pub(super) const GEMM_MIN_TOKENS: usize = 5;
+
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]). Up to 4 tokens the weight
 /// bytes never leave registers ([`one_token`], [`fused`]); with more, decoding blocks of
 /// rows once and reusing them for every token costs less ([`a4_gemm`]). Rows whose
@@ -32,7 +35,12 @@ pub(super) fn a4_rows(
     tokens: usize,
     out: &mut [f32],
 ) {
-    if tokens > 4 {
+    if tokens >= GEMM_MIN_TOKENS {
+        // The driver packs the activations once per pass (`Isa::pack_a4`); rows shorter
+        // than one 64-input chunk have nothing to pack and take the segment loop.
+        if act.packed.is_empty() {
+            return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+        }
         return a4_gemm(codes, scales, n_in, act, tokens, out);
     }
     if tokens == 1 {

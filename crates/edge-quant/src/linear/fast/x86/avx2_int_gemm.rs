@@ -31,11 +31,14 @@ const TILE_TOKENS: usize = 8;
 /// Vectors per packed (sliver, 64-input chunk): the tokens' activation bytes (two
 /// vectors per token), then their scaled correction vectors, then their scale vectors.
 const PACKED_VECTORS: usize = 4 * TILE_TOKENS;
+/// The same in 32-bit words (the packed buffer is a `Vec<u32>`).
+const PACKED_WORDS: usize = 8 * PACKED_VECTORS;
 const CORR_AT: usize = 2 * TILE_TOKENS;
 const SCALE_AT: usize = 3 * TILE_TOKENS;
 
 /// Integer rows for many tokens (see [`crate::linear::fast::Isa::a4_rows`]): `out` is
-/// `[rows, tokens]`, overwritten.
+/// `[rows, tokens]`, overwritten. `act.packed` must hold [`pack`]'s layout (the caller
+/// checks it is not empty).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn a4_gemm(
     codes: &[u8],
@@ -51,27 +54,13 @@ pub(super) fn a4_gemm(
     let mut wq = vec![0u8; ROW_BLOCK * kc];
     let mut wsc = vec![0.0f32; ROW_BLOCK * kc / 8];
     let slivers = tokens.div_ceil(TILE_TOKENS);
-    let mut packed = vec![_mm256_setzero_si256(); slivers * (kc / 64) * PACKED_VECTORS];
+    let packed = &act.packed;
     let groups = n_in / 8;
     for k0 in (0..n_in).step_by(KC) {
         let len = KC.min(n_in - k0);
-        let g0 = k0 / 8;
-        let token = |t: usize| TokenBlock {
-            qa: &act.qa[t * n_in + k0..][..len],
-            sfa: &act.sfa[t * groups + g0..][..len / 8],
-            negcorr: &act.negcorr[t * groups + g0..][..len / 8],
-        };
-        let sliver_len = len / 64 * PACKED_VECTORS;
-        if sliver_len > 0 {
-            for (q, dst) in packed
-                .chunks_exact_mut(sliver_len)
-                .take(slivers)
-                .enumerate()
-            {
-                let t0 = TILE_TOKENS * q;
-                pack_sliver(t0..tokens.min(t0 + TILE_TOKENS), token, dst);
-            }
-        }
+        let token = |t: usize| token_block(act, n_in, groups, k0, len, t);
+        let sliver_len = len / 64 * PACKED_WORDS;
+        let block = &packed[k0 / KC * slivers * (kc / 64) * PACKED_WORDS..];
         for rb in (0..rows).step_by(ROW_BLOCK) {
             let nr = ROW_BLOCK.min(rows - rb);
             for r in 0..nr {
@@ -87,7 +76,7 @@ pub(super) fn a4_gemm(
                 let t0 = TILE_TOKENS * q;
                 let nt = TILE_TOKENS.min(tokens - t0);
                 let sliver = Sliver {
-                    packed: &packed[q * sliver_len..][..sliver_len],
+                    packed: &block[q * sliver_len..][..sliver_len],
                     tokens: core::array::from_fn(|t| token(t0 + t.min(nt - 1))),
                 };
                 for r in 0..nr {
@@ -117,11 +106,55 @@ struct TokenBlock<'a> {
     negcorr: &'a [i32],
 }
 
+/// Token `t`'s activations over inputs `[k0, k0 + len)`.
+fn token_block(
+    act: &A4Act,
+    n_in: usize,
+    groups: usize,
+    k0: usize,
+    len: usize,
+    t: usize,
+) -> TokenBlock<'_> {
+    TokenBlock {
+        qa: &act.qa[t * n_in + k0..][..len],
+        sfa: &act.sfa[t * groups + k0 / 8..][..len / 8],
+        negcorr: &act.negcorr[t * groups + k0 / 8..][..len / 8],
+    }
+}
+
+/// All tokens' activations in the GEMM's layout ([`crate::linear::fast::A4Act::packed`]):
+/// per [`KC`]-input block, per sliver of [`TILE_TOKENS`] tokens, per whole 64-input
+/// chunk, [`PACKED_VECTORS`] vectors of 8 words. Built once per forward pass and read
+/// by every row task (each task packed its own copy before: 8 copies of 1 MiB per
+/// 512-token layer).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn pack(act: &A4Act, n_in: usize, tokens: usize) -> Vec<u32> {
+    let slivers = tokens.div_ceil(TILE_TOKENS);
+    let chunks_per_block = KC.min(n_in) / 64;
+    let blocks = n_in.div_ceil(KC);
+    let mut packed = vec![0u32; blocks * slivers * chunks_per_block * PACKED_WORDS];
+    let groups = n_in / 8;
+    for k0 in (0..n_in).step_by(KC) {
+        let len = KC.min(n_in - k0);
+        let sliver_len = len / 64 * PACKED_WORDS;
+        if sliver_len == 0 {
+            continue;
+        }
+        let block = &mut packed[k0 / KC * slivers * chunks_per_block * PACKED_WORDS..];
+        for (q, dst) in block.chunks_exact_mut(sliver_len).take(slivers).enumerate() {
+            let t0 = TILE_TOKENS * q;
+            let token = |t: usize| token_block(act, n_in, groups, k0, len, t);
+            pack_sliver(t0..tokens.min(t0 + TILE_TOKENS), token, dst);
+        }
+    }
+    packed
+}
+
 /// Up to [`TILE_TOKENS`] tokens' block: the whole 64-input chunks packed
 /// ([`PACKED_VECTORS`] per chunk, so the tile walks one pointer), and each token's
 /// slices for the tail.
 struct Sliver<'a> {
-    packed: &'a [__m256i],
+    packed: &'a [u32],
     tokens: [TokenBlock<'a>; TILE_TOKENS],
 }
 
@@ -130,24 +163,24 @@ struct Sliver<'a> {
 fn pack_sliver<'a>(
     ts: core::ops::Range<usize>,
     token: impl Fn(usize) -> TokenBlock<'a>,
-    dst: &mut [__m256i],
+    dst: &mut [u32],
 ) {
     let t0 = ts.start;
     for t in ts {
         let a = token(t);
         let i = t - t0;
-        for (c, v) in dst.chunks_exact_mut(PACKED_VECTORS).enumerate() {
+        for (c, v) in dst.chunks_exact_mut(PACKED_WORDS).enumerate() {
             // SAFETY: whole chunk c reads bytes [64c, 64c + 64) of `qa` and groups
             // [8c, 8c + 8) of `negcorr` and `sfa`, all within the block.
             unsafe {
                 let x = a.qa.as_ptr().add(64 * c);
-                v[2 * i] = _mm256_loadu_si256(x.cast());
-                v[2 * i + 1] = _mm256_loadu_si256(x.add(32).cast());
+                store(v, 2 * i, _mm256_loadu_si256(x.cast()));
+                store(v, 2 * i + 1, _mm256_loadu_si256(x.add(32).cast()));
                 let corr = _mm256_loadu_si256(a.negcorr.as_ptr().add(8 * c).cast());
                 let sa = _mm256_loadu_ps(a.sfa.as_ptr().add(8 * c));
                 let scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa);
-                v[CORR_AT + i] = _mm256_castps_si256(scaled);
-                v[SCALE_AT + i] = _mm256_castps_si256(sa);
+                store(v, CORR_AT + i, _mm256_castps_si256(scaled));
+                store(v, SCALE_AT + i, _mm256_castps_si256(sa));
             }
         }
     }
@@ -161,7 +194,7 @@ fn tile<const T: usize>((wq, wsc): (&[u8], &[f32]), sliver: &Sliver<'_>, y: &mut
     let chunks = wq.len() / 64;
     let ones = _mm256_set1_epi16(1);
     let mut acc = [_mm256_setzero_ps(); T];
-    for (c, v) in sliver.packed.chunks_exact(PACKED_VECTORS).enumerate() {
+    for (c, v) in sliver.packed.chunks_exact(PACKED_WORDS).enumerate() {
         // SAFETY: chunk c < len/64 reads bytes [64c, 64c + 64) of the row's weights
         // (len) and groups [8c, 8c + 8) of its scales (len/8).
         unsafe {
@@ -172,15 +205,15 @@ fn tile<const T: usize>((wq, wsc): (&[u8], &[f32]), sliver: &Sliver<'_>, y: &mut
             );
             let ws = _mm256_loadu_ps(wsc.as_ptr().add(8 * c));
             for (t, acc) in acc.iter_mut().enumerate() {
-                let p0 = _mm256_maddubs_epi16(w0, v[2 * t]);
-                let p1 = _mm256_maddubs_epi16(w1, v[2 * t + 1]);
+                let p0 = _mm256_maddubs_epi16(w0, load(v, 2 * t));
+                let p1 = _mm256_maddubs_epi16(w1, load(v, 2 * t + 1));
                 let d = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
                 let d = _mm256_cvtepi32_ps(d);
                 // The activation scale and correction first (memory operands), the
                 // weight scale in the second FMA: no scale product to hold, so all
                 // eight accumulators stay in registers.
-                let sa = _mm256_castsi256_ps(v[SCALE_AT + t]);
-                let d = _mm256_fmadd_ps(d, sa, _mm256_castsi256_ps(v[CORR_AT + t]));
+                let sa = _mm256_castsi256_ps(load(v, SCALE_AT + t));
+                let d = _mm256_fmadd_ps(d, sa, _mm256_castsi256_ps(load(v, CORR_AT + t)));
                 *acc = _mm256_fmadd_ps(d, ws, *acc);
             }
         }
@@ -204,6 +237,24 @@ fn tile<const T: usize>((wq, wsc): (&[u8], &[f32]), sliver: &Sliver<'_>, y: &mut
     for (y, s) in y.iter_mut().zip(sums) {
         *y += s;
     }
+}
+
+/// Vector `i` of a packed chunk.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn load(v: &[u32], i: usize) -> __m256i {
+    let w = &v[8 * i..8 * i + 8];
+    // SAFETY: `w` holds 8 words, 32 bytes.
+    unsafe { _mm256_loadu_si256(w.as_ptr().cast()) }
+}
+
+/// Stores vector `i` of a packed chunk.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn store(v: &mut [u32], i: usize, x: __m256i) {
+    let w = &mut v[8 * i..8 * i + 8];
+    // SAFETY: `w` holds 8 words, 32 bytes.
+    unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), x) }
 }
 
 /// The lane sums of eight vectors, as one vector: `[Σv₀, …, Σv₇]`.

@@ -142,6 +142,13 @@ forward_isa!(
     Perm::EvenOdd(64),
     avx2_int::a4_rows,
     {
+        fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
+            if tokens >= avx2_int::GEMM_MIN_TOKENS {
+                // SAFETY: the token exists only if `detect` found the kernel's features.
+                act.packed = unsafe { avx2_int_gemm::pack(act, n_in, tokens) };
+            }
+        }
+
         fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
             // SAFETY: the token exists only if `detect` found the kernel's features.
             unsafe { avx2_bf16::bf16_rows_one_token(w, n_in, x, out) };
