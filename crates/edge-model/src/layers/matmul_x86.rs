@@ -1,7 +1,8 @@
-//! The AVX-512 register block of [`super::simd::matmul_acc`]: 4 rows × 64 columns in 16
-//! named accumulators with fused multiply-adds. The auto-vectorised block spilled one
-//! accumulator to the stack and stored it on every step, and Rust never fuses `x + a·b`;
-//! this block runs the GDN chunk products at FMA speed.
+//! The register blocks of [`super::simd::matmul_acc`] with fused multiply-adds: AVX-512,
+//! 4 rows × 64 columns in 16 named accumulators; AVX2, 4 × 16 sub-blocks in 8. The
+//! auto-vectorised block spilled accumulators to the stack and stored them on every
+//! step (with AVX2's 16 registers, 4 × 64 columns is 32 vectors), and Rust never fuses
+//! `x + a·b`; these blocks run the GDN chunk and prompt-attention products at FMA speed.
 
 use core::arch::x86_64::*;
 
@@ -53,6 +54,62 @@ pub unsafe fn block(
             let p = crow[16 * j..16 * j + 16].as_mut_ptr();
             // SAFETY: `p` points at 16 floats of `crow` (bounds checked by the slice).
             unsafe { _mm512_storeu_ps(p, _mm512_fmadd_ps(alpha, x, _mm512_loadu_ps(p))) };
+        }
+    }
+}
+
+/// Whether this CPU can run [`block_avx2`].
+pub fn avx2_available() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// Columns of one [`block_avx2`] register sub-block.
+pub const AVX2_COLS: usize = 16;
+
+/// [`block`]'s product for `cols` columns (a multiple of [`AVX2_COLS`]), one 4 × 16
+/// sub-block at a time: 8 accumulators, two `b` loads and four broadcasts per step.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA ([`avx2_available`]).
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn block_avx2(
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    (a_rs, a_cs): (usize, usize),
+    i0: usize,
+    b: &[f32],
+    ldb: usize,
+    (j0, cols): (usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let alpha = _mm256_set1_ps(alpha);
+    for jj in (j0..j0 + cols).step_by(AVX2_COLS) {
+        let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+        for p in 0..k {
+            let brow = &b[p * ldb + jj..][..AVX2_COLS];
+            // SAFETY: `brow` holds 16 floats: two 8-float loads.
+            let bv = unsafe {
+                [
+                    _mm256_loadu_ps(brow.as_ptr()),
+                    _mm256_loadu_ps(brow.as_ptr().add(8)),
+                ]
+            };
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_ps(a[(i0 + r) * a_rs + p * a_cs]);
+                acc_r[0] = _mm256_fmadd_ps(av, bv[0], acc_r[0]);
+                acc_r[1] = _mm256_fmadd_ps(av, bv[1], acc_r[1]);
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            let crow = &mut c[(i0 + r) * ldc + jj..][..AVX2_COLS];
+            for (h, &x) in acc_r.iter().enumerate() {
+                let p = crow[8 * h..8 * h + 8].as_mut_ptr();
+                // SAFETY: `p` points at 8 floats of `crow` (bounds checked by the slice).
+                unsafe { _mm256_storeu_ps(p, _mm256_fmadd_ps(alpha, x, _mm256_loadu_ps(p))) };
+            }
         }
     }
 }

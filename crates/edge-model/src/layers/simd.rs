@@ -90,6 +90,10 @@ pub fn matmul_acc<const MM_COLS: usize>(
     let full_cols = n / MM_COLS * MM_COLS;
     #[cfg(target_arch = "x86_64")]
     let fma_block = MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available();
+    #[cfg(target_arch = "x86_64")]
+    let avx2_block = !fma_block
+        && MM_COLS.is_multiple_of(super::matmul_x86::AVX2_COLS)
+        && super::matmul_x86::avx2_available();
     for i0 in (0..full_rows).step_by(MM_ROWS) {
         for j0 in (0..full_cols).step_by(MM_COLS) {
             #[cfg(target_arch = "x86_64")]
@@ -97,6 +101,26 @@ pub fn matmul_acc<const MM_COLS: usize>(
                 // SAFETY: `available()` checked AVX-512 F and FMA above.
                 unsafe {
                     super::matmul_x86::block(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc)
+                };
+                continue;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if avx2_block {
+                let cols = (j0, MM_COLS);
+                // SAFETY: `avx2_available()` checked AVX2 and FMA above.
+                unsafe {
+                    super::matmul_x86::block_avx2(
+                        k,
+                        alpha,
+                        a,
+                        (a_rs, a_cs),
+                        i0,
+                        b,
+                        ldb,
+                        cols,
+                        c,
+                        ldc,
+                    )
                 };
                 continue;
             }
