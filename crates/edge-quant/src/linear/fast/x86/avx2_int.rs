@@ -14,7 +14,7 @@ use super::Avx2;
 use super::avx2::{
     any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group, prefetch,
 };
-use super::avx2_int_gemm::a4_gemm;
+use super::avx2_int_gemm::{a4_gemm, gemm_words};
 use core::arch::x86_64::*;
 
 /// Token counts from which [`a4_rows`] runs the prompt GEMM ([`a4_gemm`]).
@@ -36,9 +36,10 @@ pub(super) fn a4_rows(
     out: &mut [f32],
 ) {
     if tokens >= GEMM_MIN_TOKENS {
-        // The driver packs the activations once per pass (`Isa::pack_a4`); rows shorter
-        // than one 64-input chunk have nothing to pack and take the segment loop.
-        if act.packed.is_empty() {
+        // The driver packs the activations once per pass (`Isa::pack_a4`); without that
+        // layout (or for rows shorter than one 64-input chunk, which have nothing to
+        // pack), the segment loop.
+        if act.packed.len() != gemm_words(n_in, tokens) || act.packed.is_empty() {
             return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
         }
         return a4_gemm(codes, scales, n_in, act, tokens, out);
@@ -65,7 +66,12 @@ pub(super) fn a4_rows(
 /// share the token's packed activations ([`pack_one_token`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, out: &mut [f32]) {
-    let packed = pack_one_token(act, n_in);
+    // The driver packs the token once per pass (`Isa::pack_a4`); without that layout,
+    // the segment loop.
+    if act.packed.len() != one_token_words(n_in) {
+        return a4_rows_by_segments(isa, codes, scales, n_in, act, 1, out);
+    }
+    let packed = &act.packed;
     let (cb, sb) = (n_in / 2, n_in / 16);
     let mut r = 0;
     while r < out.len() {
@@ -78,10 +84,10 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
             // Element-wise stores: a `copy_from_slice` of a runtime length is a call.
             let mut put = |v: &[f32]| y.iter_mut().zip(v).for_each(|(y, &v)| *y = v);
             match n {
-                4 => put(&one_token_rows::<4>(c, s, n_in, &packed, act)),
-                3 => put(&one_token_rows::<3>(c, s, n_in, &packed, act)),
-                2 => put(&one_token_rows::<2>(c, s, n_in, &packed, act)),
-                _ => put(&one_token_rows::<1>(c, s, n_in, &packed, act)),
+                4 => put(&one_token_rows::<4>(c, s, n_in, packed, act)),
+                3 => put(&one_token_rows::<3>(c, s, n_in, packed, act)),
+                2 => put(&one_token_rows::<2>(c, s, n_in, packed, act)),
+                _ => put(&one_token_rows::<1>(c, s, n_in, packed, act)),
             }
         }
         r += n;
@@ -91,6 +97,13 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
 /// Vectors per packed 128-input pair of chunks: the two chunks' activation bytes
 /// (two vectors each), the scaled corrections and the scales of the pair's 8 blocks.
 const PAIR_VECTORS: usize = 6;
+/// The same in 32-bit words (the packed buffer is [`A4Act::packed`]).
+const PAIR_WORDS: usize = 8 * PAIR_VECTORS;
+
+/// Words of [`pack_one_token`]'s layout for `n_in` inputs.
+fn one_token_words(n_in: usize) -> usize {
+    n_in / 128 * PAIR_WORDS
+}
 
 /// Lane order of the pair's blocks after `vphaddd` of the two chunks' group sums,
 /// `[c.b0, c.b1, c'.b0, c'.b1 | c.b2, c.b3, c'.b2, c'.b3]`, as indices of the pair's
@@ -103,16 +116,15 @@ const PAIR_BLOCK_ORDER: [i32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
 /// activation mode keeps one scale per 16-input block (both groups of a block share
 /// it), so whole blocks can be summed in integers before scaling.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn pack_one_token(act: &A4Act, n_in: usize) -> Vec<__m256i> {
-    let pairs = n_in / 128;
-    let mut packed = vec![_mm256_setzero_si256(); pairs * PAIR_VECTORS];
-    for (p, v) in packed.chunks_exact_mut(PAIR_VECTORS).enumerate() {
+pub(super) fn pack_one_token(act: &A4Act, n_in: usize) -> Vec<u32> {
+    let mut packed = vec![0u32; one_token_words(n_in)];
+    for (p, v) in packed.chunks_exact_mut(PAIR_WORDS).enumerate() {
         // SAFETY: pair p < n_in/128 reads activation bytes [128p, 128p + 128) (of
         // n_in) and groups [16p, 16p + 16) of the corrections and scales (n_in/8).
         unsafe {
             let x = act.qa.as_ptr().add(128 * p);
-            for (i, v) in v[..4].iter_mut().enumerate() {
-                *v = _mm256_loadu_si256(x.add(32 * i).cast());
+            for i in 0..4 {
+                store(v, i, _mm256_loadu_si256(x.add(32 * i).cast()));
             }
             let nc = act.negcorr.as_ptr().add(16 * p);
             let corr = _mm256_hadd_epi32(
@@ -123,11 +135,33 @@ fn pack_one_token(act: &A4Act, n_in: usize) -> Vec<__m256i> {
             let sa = act.sfa.as_ptr().add(16 * p);
             let sa =
                 _mm256_shuffle_ps::<0b10_00_10_00>(_mm256_loadu_ps(sa), _mm256_loadu_ps(sa.add(8)));
-            v[4] = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa));
-            v[5] = _mm256_castps_si256(sa);
+            store(
+                v,
+                4,
+                _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa)),
+            );
+            store(v, 5, _mm256_castps_si256(sa));
         }
     }
     packed
+}
+
+/// Vector `i` of a packed buffer.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn load(v: &[u32], i: usize) -> __m256i {
+    let w = &v[8 * i..8 * i + 8];
+    // SAFETY: `w` holds 8 words, 32 bytes.
+    unsafe { _mm256_loadu_si256(w.as_ptr().cast()) }
+}
+
+/// Stores vector `i` of a packed buffer.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn store(v: &mut [u32], i: usize, x: __m256i) {
+    let w = &mut v[8 * i..8 * i + 8];
+    // SAFETY: `w` holds 8 words, 32 bytes.
+    unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), x) }
 }
 
 /// Bytes ahead of the current pair that [`one_token_rows`] prefetches into L1, per
@@ -144,7 +178,7 @@ fn one_token_rows<const R: usize>(
     codes: &[u8],
     scales: &[u8],
     n_in: usize,
-    packed: &[__m256i],
+    packed: &[u32],
     act: &A4Act,
 ) -> [f32; R] {
     // Row r's codes start at r·n_in/2, its block scales at r·n_in/16 (checked once here
@@ -155,7 +189,7 @@ fn one_token_rows<const R: usize>(
     // SAFETY: PAIR_BLOCK_ORDER holds 8 i32.
     let order = unsafe { _mm256_loadu_si256(PAIR_BLOCK_ORDER.as_ptr().cast()) };
     let mut acc = [_mm256_setzero_ps(); R];
-    for (p, v) in packed.chunks_exact(PAIR_VECTORS).enumerate() {
+    for (p, v) in packed.chunks_exact(PAIR_WORDS).enumerate() {
         for (r, acc) in acc.iter_mut().enumerate() {
             let c = codes.as_ptr().wrapping_add(r * code_row + 64 * p);
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(ONE_TOKEN_PREFETCH).cast());
@@ -168,13 +202,13 @@ fn one_token_rows<const R: usize>(
                 let [lo0, hi0] = nibble_lookup(&OFFSET_DOUBLED, c);
                 let [lo1, hi1] = nibble_lookup(&OFFSET_DOUBLED, c.add(32));
                 let d = _mm256_hadd_epi32(
-                    group_sums(lo0, hi0, v[0], v[1], ones),
-                    group_sums(lo1, hi1, v[2], v[3], ones),
+                    group_sums(lo0, hi0, load(v, 0), load(v, 1), ones),
+                    group_sums(lo1, hi1, load(v, 2), load(v, 3), ones),
                 );
                 let d = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(d),
-                    _mm256_castsi256_ps(v[5]),
-                    _mm256_castsi256_ps(v[4]),
+                    _mm256_castsi256_ps(load(v, 5)),
+                    _mm256_castsi256_ps(load(v, 4)),
                 );
                 *acc = _mm256_fmadd_ps(d, ws, *acc);
             }

@@ -15,6 +15,7 @@
 use super::super::A4Act;
 use super::super::portable::dot_a4_groups;
 use super::avx2::decode_w4;
+use super::avx2_int::{load, store};
 use core::arch::x86_64::*;
 
 /// Inputs per block: 64-input aligned, so blocks follow the weights' and activations'
@@ -98,6 +99,11 @@ pub(super) fn a4_gemm(
     }
 }
 
+/// Words of [`pack`]'s layout for `tokens` tokens of `n_in` inputs.
+pub(super) fn gemm_words(n_in: usize, tokens: usize) -> usize {
+    n_in.div_ceil(KC) * tokens.div_ceil(TILE_TOKENS) * (KC.min(n_in) / 64) * PACKED_WORDS
+}
+
 /// One token's activations over the current input block.
 #[derive(Clone, Copy)]
 struct TokenBlock<'a> {
@@ -131,8 +137,7 @@ fn token_block(
 pub(super) fn pack(act: &A4Act, n_in: usize, tokens: usize) -> Vec<u32> {
     let slivers = tokens.div_ceil(TILE_TOKENS);
     let chunks_per_block = KC.min(n_in) / 64;
-    let blocks = n_in.div_ceil(KC);
-    let mut packed = vec![0u32; blocks * slivers * chunks_per_block * PACKED_WORDS];
+    let mut packed = vec![0u32; gemm_words(n_in, tokens)];
     let groups = n_in / 8;
     for k0 in (0..n_in).step_by(KC) {
         let len = KC.min(n_in - k0);
@@ -237,24 +242,6 @@ fn tile<const T: usize>((wq, wsc): (&[u8], &[f32]), sliver: &Sliver<'_>, y: &mut
     for (y, s) in y.iter_mut().zip(sums) {
         *y += s;
     }
-}
-
-/// Vector `i` of a packed chunk.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn load(v: &[u32], i: usize) -> __m256i {
-    let w = &v[8 * i..8 * i + 8];
-    // SAFETY: `w` holds 8 words, 32 bytes.
-    unsafe { _mm256_loadu_si256(w.as_ptr().cast()) }
-}
-
-/// Stores vector `i` of a packed chunk.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn store(v: &mut [u32], i: usize, x: __m256i) {
-    let w = &mut v[8 * i..8 * i + 8];
-    // SAFETY: `w` holds 8 words, 32 bytes.
-    unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), x) }
 }
 
 /// The lane sums of eight vectors, as one vector: `[Σv₀, …, Σv₇]`.

@@ -143,8 +143,11 @@ forward_isa!(
     avx2_int::a4_rows,
     {
         fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
-            if tokens >= avx2_int::GEMM_MIN_TOKENS {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+            // SAFETY (both calls): the token exists only if `detect` found the kernel's
+            // features.
+            if tokens == 1 {
+                act.packed = unsafe { avx2_int::pack_one_token(act, n_in) };
+            } else if tokens >= avx2_int::GEMM_MIN_TOKENS {
                 act.packed = unsafe { avx2_int_gemm::pack(act, n_in, tokens) };
             }
         }
