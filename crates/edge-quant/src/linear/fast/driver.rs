@@ -523,7 +523,12 @@ fn compute_rows<I: Isa>(
     {
         return;
     }
-    let mut buf = vec![0.0f32; SEG.min(n_in)];
+    // The f32-activation paths decode weight segments into this; the integer paths need
+    // none (so a decode step allocates nothing per task there).
+    let mut buf = match act {
+        Act::F32(_) => vec![0.0f32; SEG.min(n_in)],
+        Act::A4(..) => Vec::new(),
+    };
     match (lin.weight(), act) {
         (LinearWeight::Nvfp4(t), Act::F32(xs)) => {
             let rows = tile.len() / tokens;
