@@ -1,7 +1,7 @@
 //! The per-sequence state of the hybrid model: attention KV for full-attention layers,
 //! conv and recurrent state for Gated DeltaNet layers.
 //!
-//! It is an explicit value: cloning it is a snapshot, [`SequenceState::truncate`]
+//! It is an explicit value: cloning it is a snapshot, [`AttentionState::truncate`]
 //! rolls attention back, and restoring a clone rolls the recurrent state back. A later
 //! paged implementation (edge-kvcache) keeps this interface.
 
