@@ -9,9 +9,9 @@
 //! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
 //! - [`CoreError`]: this crate's typed error.
 //!
-//! Behind the `cuda` feature, [`cuda`] wraps a cudarc context whose driver and NVRTC
+//! Behind the `cuda` feature, the `cuda` module wraps a cudarc context whose driver and NVRTC
 //! libraries are loaded at run time (so the crate builds with no CUDA toolkit), and a
-//! [`cuda::KernelCache`] that compiles each `.cu` source once per GPU architecture and
+//! `cuda::KernelCache` that compiles each `.cu` source once per GPU architecture and
 //! keeps the result on disk keyed by source hash and architecture.
 
 mod buffer;
