@@ -4,6 +4,7 @@
 //! step (with AVX2's 16 registers, 4 × 64 columns is 32 vectors), and Rust never fuses
 //! `x + a·b`; these blocks run the GDN chunk and prompt-attention products at FMA speed.
 
+use super::simd::BlockOperands;
 use core::arch::x86_64::*;
 
 /// Columns of the block.
@@ -16,38 +17,26 @@ pub fn available() -> bool {
     is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma")
 }
 
-/// `c[(i0+r)·ldc + j0 + j] += α · Σ_{p<k} a[(i0+r)·a_rs + p·a_cs] · b[p·ldb + j0 + j]`
-/// for `r < 4`, `j < 64`.
+/// `c[(i0+r)·ldc + j0 + j] += α · Σ_{p<k} a(i0+r, p) · b[p·ldb + j0 + j]` for `r < 4`,
+/// `j < 64`.
 ///
 /// # Safety
 /// The CPU must support AVX-512 F and FMA ([`available`]).
 #[target_feature(enable = "avx512f,fma")]
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn block(
-    k: usize,
-    alpha: f32,
-    a: &[f32],
-    (a_rs, a_cs): (usize, usize),
-    i0: usize,
-    b: &[f32],
-    ldb: usize,
-    j0: usize,
-    c: &mut [f32],
-    ldc: usize,
-) {
+pub unsafe fn block(ops: &BlockOperands, (i0, j0): (usize, usize), c: &mut [f32], ldc: usize) {
     let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
-    for p in 0..k {
-        let brow = &b[p * ldb + j0..][..COLS];
+    for p in 0..ops.k {
+        let brow = &ops.b[p * ops.ldb + j0..][..COLS];
         // SAFETY: `brow` holds 64 floats, so the four 16-float loads stay inside it.
         let bv = [0, 16, 32, 48].map(|o| unsafe { _mm512_loadu_ps(brow[o..].as_ptr()) });
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(a[(i0 + r) * a_rs + p * a_cs]);
+            let av = _mm512_set1_ps(ops.a_at(i0 + r, p));
             for (x, &bj) in acc_r.iter_mut().zip(&bv) {
                 *x = _mm512_fmadd_ps(av, bj, *x);
             }
         }
     }
-    let alpha = _mm512_set1_ps(alpha);
+    let alpha = _mm512_set1_ps(ops.alpha);
     for (r, acc_r) in acc.iter().enumerate() {
         let crow = &mut c[(i0 + r) * ldc + j0..][..COLS];
         for (j, &x) in acc_r.iter().enumerate() {
@@ -66,30 +55,24 @@ pub fn avx2_available() -> bool {
 /// Columns of one [`block_avx2`] register sub-block.
 pub const AVX2_COLS: usize = 16;
 
-/// [`block`]'s product for `cols` columns (a multiple of [`AVX2_COLS`]), one 4 × 16
-/// sub-block at a time: 8 accumulators, two `b` loads and four broadcasts per step.
+/// [`block`]'s product for `cols` columns from `j0` (a multiple of [`AVX2_COLS`]), one
+/// 4 × 16 sub-block at a time: 8 accumulators, two `b` loads and four broadcasts per
+/// step.
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA ([`avx2_available`]).
 #[target_feature(enable = "avx2,fma")]
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn block_avx2(
-    k: usize,
-    alpha: f32,
-    a: &[f32],
-    (a_rs, a_cs): (usize, usize),
-    i0: usize,
-    b: &[f32],
-    ldb: usize,
-    (j0, cols): (usize, usize),
+    ops: &BlockOperands,
+    (i0, j0, cols): (usize, usize, usize),
     c: &mut [f32],
     ldc: usize,
 ) {
-    let alpha = _mm256_set1_ps(alpha);
+    let alpha = _mm256_set1_ps(ops.alpha);
     for jj in (j0..j0 + cols).step_by(AVX2_COLS) {
         let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-        for p in 0..k {
-            let brow = &b[p * ldb + jj..][..AVX2_COLS];
+        for p in 0..ops.k {
+            let brow = &ops.b[p * ops.ldb + jj..][..AVX2_COLS];
             // SAFETY: `brow` holds 16 floats: two 8-float loads.
             let bv = unsafe {
                 [
@@ -98,7 +81,7 @@ pub unsafe fn block_avx2(
                 ]
             };
             for (r, acc_r) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_ps(a[(i0 + r) * a_rs + p * a_cs]);
+                let av = _mm256_set1_ps(ops.a_at(i0 + r, p));
                 acc_r[0] = _mm256_fmadd_ps(av, bv[0], acc_r[0]);
                 acc_r[1] = _mm256_fmadd_ps(av, bv[1], acc_r[1]);
             }

@@ -88,6 +88,14 @@ pub fn matmul_acc<const MM_COLS: usize>(
 ) {
     let full_rows = m / MM_ROWS * MM_ROWS;
     let full_cols = n / MM_COLS * MM_COLS;
+    let ops = BlockOperands {
+        k,
+        alpha,
+        a,
+        a_strides: (a_rs, a_cs),
+        b,
+        ldb,
+    };
     #[cfg(target_arch = "x86_64")]
     let fma_block = MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available();
     #[cfg(target_arch = "x86_64")]
@@ -99,32 +107,16 @@ pub fn matmul_acc<const MM_COLS: usize>(
             #[cfg(target_arch = "x86_64")]
             if fma_block {
                 // SAFETY: `available()` checked AVX-512 F and FMA above.
-                unsafe {
-                    super::matmul_x86::block(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc)
-                };
+                unsafe { super::matmul_x86::block(&ops, (i0, j0), c, ldc) };
                 continue;
             }
             #[cfg(target_arch = "x86_64")]
             if avx2_block {
-                let cols = (j0, MM_COLS);
                 // SAFETY: `avx2_available()` checked AVX2 and FMA above.
-                unsafe {
-                    super::matmul_x86::block_avx2(
-                        k,
-                        alpha,
-                        a,
-                        (a_rs, a_cs),
-                        i0,
-                        b,
-                        ldb,
-                        cols,
-                        c,
-                        ldc,
-                    )
-                };
+                unsafe { super::matmul_x86::block_avx2(&ops, (i0, j0, MM_COLS), c, ldc) };
                 continue;
             }
-            block::<MM_COLS>(k, alpha, a, (a_rs, a_cs), i0, b, ldb, j0, c, ldc);
+            block::<MM_COLS>(&ops, (i0, j0), c, ldc);
         }
     }
     // Edges: the last rows (all columns) and the last columns of the full-block rows.
@@ -145,27 +137,47 @@ pub fn matmul_acc<const MM_COLS: usize>(
     }
 }
 
+/// The operands every register block of [`matmul_acc`] reads: `k` steps, the factor
+/// `alpha`, `a` through `a_strides` (row, step) and `b` row-major with stride `ldb`.
+pub struct BlockOperands<'a> {
+    /// Steps of the inner product.
+    pub k: usize,
+    /// Factor applied once per block on store.
+    pub alpha: f32,
+    /// Left operand, `a[i·a_strides.0 + p·a_strides.1]`.
+    pub a: &'a [f32],
+    /// Row and step strides of `a`.
+    pub a_strides: (usize, usize),
+    /// Right operand, `b[p·ldb + j]`.
+    pub b: &'a [f32],
+    /// Row stride of `b`.
+    pub ldb: usize,
+}
+
+impl BlockOperands<'_> {
+    /// `a` at row `i`, step `p`.
+    #[inline(always)]
+    pub fn a_at(&self, i: usize, p: usize) -> f32 {
+        self.a[i * self.a_strides.0 + p * self.a_strides.1]
+    }
+}
+
 /// One `MM_ROWS × COLS` block of [`matmul_acc`] (rows from `i0`, columns from `j0`),
 /// written for auto-vectorisation.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn block<const COLS: usize>(
-    k: usize,
-    alpha: f32,
-    a: &[f32],
-    (a_rs, a_cs): (usize, usize),
-    i0: usize,
-    b: &[f32],
-    ldb: usize,
-    j0: usize,
+    ops: &BlockOperands,
+    (i0, j0): (usize, usize),
     c: &mut [f32],
     ldc: usize,
 ) {
     let mut acc = [[0.0f32; COLS]; MM_ROWS];
-    for p in 0..k {
-        let brow: &[f32; COLS] = b[p * ldb + j0..][..COLS].try_into().expect("COLS elements");
+    for p in 0..ops.k {
+        let brow: &[f32; COLS] = ops.b[p * ops.ldb + j0..][..COLS]
+            .try_into()
+            .expect("COLS elements");
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let av = a[(i0 + r) * a_rs + p * a_cs];
+            let av = ops.a_at(i0 + r, p);
             for (x, &bv) in acc_r.iter_mut().zip(brow) {
                 *x += av * bv;
             }
@@ -174,7 +186,7 @@ fn block<const COLS: usize>(
     for (r, acc_r) in acc.iter().enumerate() {
         let crow = &mut c[(i0 + r) * ldc + j0..][..COLS];
         for (y, &x) in crow.iter_mut().zip(acc_r) {
-            *y += alpha * x;
+            *y += ops.alpha * x;
         }
     }
 }
