@@ -20,7 +20,7 @@ pub struct ScoreArgs {
     pub logits_out: PathBuf,
     /// Linear-layer activations: none (f32, exact), bf16 (rounded to bf16; fast packed
     /// GEMM for prompts), nvfp4 (W4A4 emulation of NVFP4 layers) or int8 (W4A8: int8
-    /// activations for NVFP4 layers, bf16 for the rest; the fast CPU decode mode).
+    /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
