@@ -22,9 +22,10 @@ pub(super) const GEMM_MIN_TOKENS: usize = 5;
 
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]). Up to 4 tokens the weight
 /// bytes never leave registers ([`one_token`], [`fused`]); with more, decoding blocks of
-/// rows once and reusing them for every token costs less ([`a4_gemm`]). Rows whose
-/// block scales include an E4M3 NaN take the segment path, so the register kernels
-/// need no per-block NaN test.
+/// rows once and reusing them for every token costs less ([`a4_gemm`]). For up to 4
+/// tokens, rows whose block scales include an E4M3 NaN take the segment path, so the
+/// register kernels need no per-block NaN test; the GEMM decodes scales to f32, where
+/// a NaN stays within its own row's tile.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn a4_rows(
     isa: Avx2,
