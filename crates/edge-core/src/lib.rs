@@ -7,7 +7,8 @@
 //! - [`Bytes`]: shared byte storage, owned or borrowed from a memory map;
 //! - [`HostBuffer`]: a typed host-side tensor over [`Bytes`];
 //! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
-//! - [`CoreError`]: this crate's typed error.
+//! - [`CoreError`]: this crate's typed error;
+//! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps.
 //!
 //! Behind the `cuda` feature, the `cuda` module wraps a cudarc context whose driver and NVRTC
 //! libraries are loaded at run time (so the crate builds with no CUDA toolkit), and a
@@ -19,6 +20,7 @@ mod bytes;
 mod device;
 mod dtype;
 mod error;
+pub mod par;
 mod shape;
 
 #[cfg(feature = "cuda")]

@@ -11,6 +11,7 @@ use crate::mtp::{MtpHead, MtpOutput};
 use crate::state::{LayerState, SequenceState};
 use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
 use crate::{ModelError, Result};
+use edge_core::par;
 use edge_quant::linear::Linear;
 use std::path::Path;
 
@@ -275,7 +276,7 @@ impl Qwen35Model {
                 self.config.vocab_size
             )));
         }
-        on_worker(|| {
+        on_worker(next_tokens.len(), || {
             head.forward(
                 &self.embed,
                 &self.lm_head,
@@ -311,7 +312,9 @@ impl Qwen35Model {
         logits: Logits,
     ) -> Result<ForwardOutput> {
         self.validate(tokens, state)?;
-        on_worker(|| self.forward_validated(tokens, state, logits))
+        on_worker(tokens.len(), || {
+            self.forward_validated(tokens, state, logits)
+        })
     }
 
     fn forward_validated(
@@ -377,15 +380,30 @@ impl Qwen35Model {
     }
 }
 
-/// Runs `f` on a rayon worker thread. A forward pass opens a few hundred parallel
-/// regions; started from a thread outside the pool, each would park the caller and wake
-/// a worker (two context switches per region, measured at ~15% of decode time on two
-/// cores). From a worker, regions run inline and only split work is stolen.
-fn on_worker<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+/// Forward passes of at most this many tokens (decode steps, short verification
+/// batches) run with a spinning team ([`par::spinning`]): their parallel regions are
+/// short enough that waking a sleeping rayon worker for each costs more than the other
+/// core spinning. Longer passes keep rayon, whose prompt loops (the bf16 GEMM, prompt
+/// attention) do not go through [`par::for_each`].
+const SPIN_MAX_TOKENS: usize = 4;
+
+/// Runs a forward pass of `tokens` tokens, `f`, on a rayon worker thread. A forward
+/// pass opens a few hundred parallel regions; started from a thread outside the pool,
+/// each would park the caller and wake a worker (two context switches per region,
+/// measured at ~15% of decode time on two cores). From a worker, regions run inline
+/// and only split work is stolen.
+fn on_worker<R: Send>(tokens: usize, f: impl FnOnce() -> R + Send) -> R {
+    let pass = || {
+        if tokens <= SPIN_MAX_TOKENS {
+            par::spinning(f)
+        } else {
+            f()
+        }
+    };
     if rayon::current_thread_index().is_some() {
-        f()
+        pass()
     } else {
-        rayon::scope(|_| f())
+        rayon::scope(|_| pass())
     }
 }
 

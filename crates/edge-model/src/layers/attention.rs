@@ -7,6 +7,7 @@ use super::rope::Rope;
 use super::simd::{axpy, dispatch, dot};
 use crate::Result;
 use crate::state::AttentionState;
+use edge_core::par;
 use edge_quant::fp8::kv::{KvScales, dequantize_kv, quantize_kv};
 use edge_quant::linear::{AmaxObserver, Linear};
 use rayon::prelude::*;
@@ -113,7 +114,8 @@ impl GatedAttention {
             offset: (head / group) * d,
         };
         if tokens == 1 {
-            attn.par_chunks_mut(d).enumerate().for_each(|(head, o)| {
+            let heads: Vec<_> = attn.chunks_mut(d).enumerate().collect();
+            par::for_each(heads, |(head, o)| {
                 attend_one(&q[head * d..][..d], &view(head), pos0 + 1, scale, o);
             });
         } else {

@@ -9,8 +9,8 @@ use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
 use crate::Result;
 use crate::state::GdnState;
 use delta_rule::HeadInputs;
+use edge_core::par;
 use edge_quant::linear::Linear;
-use rayon::prelude::*;
 
 /// One Gated DeltaNet mixer.
 #[derive(Debug)]
@@ -130,26 +130,28 @@ impl GatedDeltaNet {
         // The delta rule per value head; value head j reads key head j / (hv / hk).
         let group = hv / hk;
         let mut core = vec![0.0; hv * tokens * dv];
-        core.par_chunks_mut(tokens * dv)
-            .zip(state.recurrent.par_chunks_mut(dk * dv))
+        let heads: Vec<_> = core
+            .chunks_mut(tokens * dv)
+            .zip(state.recurrent.chunks_mut(dk * dv))
             .enumerate()
-            .for_each(|(j, (o, s))| {
-                let kh = j / group;
-                let inp = HeadInputs {
-                    q: &q[kh * tokens * dk..][..tokens * dk],
-                    k: &k[kh * tokens * dk..][..tokens * dk],
-                    v: &v[j * tokens * dv..][..tokens * dv],
-                    beta: &beta[j * tokens..][..tokens],
-                    g: &g[j * tokens..][..tokens],
-                    dk,
-                    dv,
-                };
-                if tokens == 1 {
-                    delta_rule::recurrent(&inp, s, o);
-                } else {
-                    delta_rule::chunked(&inp, s, o);
-                }
-            });
+            .collect();
+        par::for_each(heads, |(j, (o, s))| {
+            let kh = j / group;
+            let inp = HeadInputs {
+                q: &q[kh * tokens * dk..][..tokens * dk],
+                k: &k[kh * tokens * dk..][..tokens * dk],
+                v: &v[j * tokens * dv..][..tokens * dv],
+                beta: &beta[j * tokens..][..tokens],
+                g: &g[j * tokens..][..tokens],
+                dk,
+                dv,
+            };
+            if tokens == 1 {
+                delta_rule::recurrent(&inp, s, o);
+            } else {
+                delta_rule::chunked(&inp, s, o);
+            }
+        });
 
         // Back to token-major [tokens, hv, dv], gated norm, output projection.
         let mut y = vec![0.0; tokens * hv * dv];

@@ -8,6 +8,7 @@ use crate::formats::{e2m1, e4m3};
 use crate::int8;
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
 use crate::nvfp4::{BLOCK, activation::quantize_activation_row};
+use edge_core::par;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -297,14 +298,8 @@ fn row_tiles_many(
             tiles.push((i, j * rows_per_task, tile));
         }
     }
-    if tiles.len() == 1 {
-        let (i, r0, tile) = tiles.pop().expect("one tile");
-        task(i, r0, tile);
-    } else {
-        tiles
-            .into_par_iter()
-            .for_each(|(i, r0, tile)| task(i, r0, tile));
-    }
+    // On the spinning team during a decode step (see `edge_core::par`).
+    par::for_each(tiles, |(i, r0, tile)| task(i, r0, tile));
     for (t, out) in transposed.iter().zip(outs.iter_mut()) {
         transpose_tiles(t, tokens, out);
     }
@@ -317,27 +312,26 @@ fn row_tiles_many(
 fn transpose_tiles(tiles: &[f32], tokens: usize, out: &mut [f32]) {
     const BLOCK: usize = 8;
     let n_out = out.len() / tokens;
-    out.par_chunks_mut(n_out * BLOCK)
-        .enumerate()
-        .for_each(|(b, o)| {
-            let t0 = b * BLOCK;
-            let nt = o.len() / n_out;
-            for r0 in (0..n_out).step_by(BLOCK) {
-                let nr = BLOCK.min(n_out - r0);
-                let mut block = [[0.0f32; BLOCK]; BLOCK];
-                for (r, row) in block.iter_mut().enumerate().take(nr) {
-                    let src = &tiles[(r0 + r) * tokens + t0..][..nt];
-                    // Element by element: a `copy_from_slice` of this length is a
-                    // memmove call.
-                    row.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
-                }
-                for (k, dst) in o.chunks_exact_mut(n_out).enumerate() {
-                    for (r, d) in dst[r0..r0 + nr].iter_mut().enumerate() {
-                        *d = block[r][k];
-                    }
+    let blocks: Vec<_> = out.chunks_mut(n_out * BLOCK).enumerate().collect();
+    par::for_each(blocks, |(b, o)| {
+        let t0 = b * BLOCK;
+        let nt = o.len() / n_out;
+        for r0 in (0..n_out).step_by(BLOCK) {
+            let nr = BLOCK.min(n_out - r0);
+            let mut block = [[0.0f32; BLOCK]; BLOCK];
+            for (r, row) in block.iter_mut().enumerate().take(nr) {
+                let src = &tiles[(r0 + r) * tokens + t0..][..nt];
+                // Element by element: a `copy_from_slice` of this length is a
+                // memmove call.
+                row.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+            }
+            for (k, dst) in o.chunks_exact_mut(n_out).enumerate() {
+                for (r, d) in dst[r0..r0 + nr].iter_mut().enumerate() {
+                    *d = block[r][k];
                 }
             }
-        });
+        }
+    });
 }
 
 fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
