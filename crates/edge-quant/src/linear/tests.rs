@@ -171,10 +171,11 @@ fn nan_weights_propagate() {
 
 #[test]
 fn nan_block_scale_poisons_only_its_row_in_integer_modes() {
-    // 5 rows (a four-row pass and a single row), a NaN block scale in row 1 only; one
-    // token (the one-token rows), three (the fused few-token rows) and nine (the prompt
-    // GEMM: a full 8-token tile and a single-token one).
-    let (rows, n) = (5, 256);
+    // 9 rows (for one token: passes over rows {0, 2, 4, 6} and {1, 3, 5, 7}, one from
+    // each quarter, and a single row 8), a NaN block scale in row 1 only; one token
+    // (the one-token rows), three (the fused few-token rows) and nine (the prompt GEMM:
+    // a full 8-token tile and a single-token one).
+    let (rows, n) = (9, 256);
     let mut scales = vec![0x38u8; rows * n / 16];
     scales[n / 16 + 9] = 0x7f;
     let codes: Vec<u8> = (0..rows * n / 2).map(|i| (i * 37 % 256) as u8).collect();

@@ -63,8 +63,17 @@ pub(super) fn a4_rows(
     }
 }
 
-/// One token (a decode step): rows four at a time through [`one_token_rows`], which
-/// share the token's packed activations ([`pack_one_token`]).
+/// Rows that [`one_token_rows`] takes per pass.
+const SPREAD_ROWS: usize = 4;
+
+/// One token (a decode step): rows [`SPREAD_ROWS`] at a time through
+/// [`one_token_rows`], which share the token's packed activations
+/// ([`pack_one_token`]). The rows of one pass come from the four quarters of the
+/// task's rows, not from four neighbours: each quarter is then one long sequential
+/// stream, which the hardware prefetchers follow. Neighbouring rows read side by side
+/// are short runs a few hundred bytes apart that cross a 4 KiB page every few rows;
+/// on Zen 3 one core streamed 11–12 GB/s that way against 21–24 GB/s (its read-loop
+/// rate) with the quarters (measured on the bf16 rows, which have the same pattern).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, out: &mut [f32]) {
     // The driver packs the token once per pass (`Isa::pack_a4`); without that layout,
@@ -74,24 +83,34 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
     }
     let packed = &act.packed;
     let (cb, sb) = (n_in / 2, n_in / 16);
-    let mut r = 0;
-    while r < out.len() {
-        let n = (out.len() - r).min(4);
-        let (c, s) = (&codes[r * cb..(r + n) * cb], &scales[r * sb..(r + n) * sb]);
-        let y = &mut out[r..r + n];
-        if has_nan(s) {
-            a4_rows_by_segments(isa, c, s, n_in, act, 1, y);
-        } else {
-            // Element-wise stores: a `copy_from_slice` of a runtime length is a call.
-            let mut put = |v: &[f32]| y.iter_mut().zip(v).for_each(|(y, &v)| *y = v);
-            match n {
-                4 => put(&one_token_rows::<4>(c, s, n_in, packed, act)),
-                3 => put(&one_token_rows::<3>(c, s, n_in, packed, act)),
-                2 => put(&one_token_rows::<2>(c, s, n_in, packed, act)),
-                _ => put(&one_token_rows::<1>(c, s, n_in, packed, act)),
+    let rows = out.len();
+    let quarter = rows / SPREAD_ROWS;
+    let row_of = |k: usize, i: usize| k * quarter + i;
+    for i in 0..quarter {
+        let nan = (0..SPREAD_ROWS).any(|k| has_nan(&scales[row_of(k, i) * sb..][..sb]));
+        if nan {
+            for k in 0..SPREAD_ROWS {
+                let r = row_of(k, i);
+                let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
+                a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut out[r..r + 1]);
             }
+            continue;
         }
-        r += n;
+        let (c, s) = (&codes[i * cb..], &scales[i * sb..]);
+        let y = one_token_rows::<SPREAD_ROWS>(c, s, quarter, n_in, packed, act);
+        for (k, v) in y.into_iter().enumerate() {
+            out[row_of(k, i)] = v;
+        }
+    }
+    for r in SPREAD_ROWS * quarter..rows {
+        let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
+        out[r] = if has_nan(s) {
+            let mut y = [0.0];
+            a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut y);
+            y[0]
+        } else {
+            one_token_rows::<1>(c, s, 1, n_in, packed, act)[0]
+        };
     }
 }
 
@@ -165,27 +184,33 @@ pub(super) fn store(v: &mut [u32], i: usize, x: __m256i) {
     unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), x) }
 }
 
-/// Bytes ahead of the current pair that [`one_token_rows`] prefetches into L1, per
-/// row. Measured on Zen 3 from DRAM, one core: 2 KiB into L1 streamed 13–16 GB/s
-/// against 11–13 GB/s for the 4 KiB L2 prefetch of the other kernels.
-const ONE_TOKEN_PREFETCH: usize = 2048;
+/// Bytes ahead in each row's stream (which continues into the next row) that
+/// [`one_token_rows`] prefetches into L1. On Zen 3 from DRAM, 512 B to 4 KiB measured
+/// alike (within the VM's noise), and no prefetch 15–30% slower.
+const ONE_TOKEN_PREFETCH: usize = 1024;
 
-/// `R` consecutive rows (no NaN block scale) for one token. Per 128 inputs and row:
-/// two nibble lookups, four `vpmaddubsw`, two `vpmaddwd`, one `vphaddd` to whole-block
-/// sums, one conversion and two FMAs (`(D·s_a + c)·s_w`), plus the decode of the 8
-/// block scales and one permutation into the block order.
+/// `R` rows (no NaN block scale) for one token: row `k` is row `k · stride` of
+/// `codes` / `scales`. Per 128 inputs and row: two nibble lookups, four `vpmaddubsw`,
+/// two `vpmaddwd`, one `vphaddd` to whole-block sums, one conversion and two FMAs
+/// (`(D·s_a + c)·s_w`), plus the decode of the 8 block scales and one permutation
+/// into the block order.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token_rows<const R: usize>(
     codes: &[u8],
     scales: &[u8],
+    stride: usize,
     n_in: usize,
     packed: &[u32],
     act: &A4Act,
 ) -> [f32; R] {
-    // Row r's codes start at r·n_in/2, its block scales at r·n_in/16 (checked once here
-    // instead of slicing per row: that was 2% of a decode step for 1024-input rows).
-    let (code_row, scale_row) = (n_in / 2, n_in / 16);
-    assert!(codes.len() >= R * code_row && scales.len() >= R * scale_row);
+    // Row k's codes start at k·stride·n_in/2, its block scales at k·stride·n_in/16
+    // (checked once here instead of slicing per row: that was 2% of a decode step for
+    // 1024-input rows).
+    let (code_row, scale_row) = (stride * n_in / 2, stride * n_in / 16);
+    let last = R - 1;
+    assert!(
+        codes.len() >= last * code_row + n_in / 2 && scales.len() >= last * scale_row + n_in / 16
+    );
     let ones = _mm256_set1_epi16(1);
     // SAFETY: PAIR_BLOCK_ORDER holds 8 i32.
     let order = unsafe { _mm256_loadu_si256(PAIR_BLOCK_ORDER.as_ptr().cast()) };
@@ -195,8 +220,8 @@ fn one_token_rows<const R: usize>(
             let c = codes.as_ptr().wrapping_add(r * code_row + 64 * p);
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(ONE_TOKEN_PREFETCH).cast());
             // SAFETY: pair p < n_in/128 reads codes [64p, 64p + 64) (of n_in/2) and
-            // block scales [8p, 8p + 8) (of n_in/16) of row r < R, within the lengths
-            // asserted above.
+            // block scales [8p, 8p + 8) (of n_in/16) of row r < R, which start at
+            // r·code_row and r·scale_row, within the lengths asserted above.
             unsafe {
                 let sv = _mm_loadl_epi64(scales.as_ptr().add(r * scale_row + 8 * p).cast());
                 let ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(e4m3_to_f16x8(sv)), order);
