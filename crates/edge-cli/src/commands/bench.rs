@@ -38,8 +38,10 @@ pub struct DecodeArgs {
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
     #[arg(long, default_value = "f32")]
     pub kv_cache: KvCacheDType,
-    /// Timed runs (fresh state each); the median of each figure is reported, since a
-    /// shared VM's speed drifts by ±10% between runs.
+    /// Timed runs (fresh state each), each followed by a read-bandwidth measurement;
+    /// the median of each figure is reported (the fraction of the bound is the median
+    /// of each run's decode speed over its own bound), since a shared VM's speed drifts
+    /// by ±10% between runs.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Print JSON.
@@ -95,7 +97,13 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         Logits::Last,
     )?;
 
+    // Each run's decode is paired with a read-bandwidth measurement taken right after
+    // it: a shared VM's bandwidth drifts by a third within minutes, and one measurement
+    // for all runs made the fraction of the bound swing with it.
+    let bytes_per_token = model.weight_bytes_per_token();
+    let reader = BandwidthProbe::new();
     let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
+    let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
     for _ in 0..a.runs.max(1) {
         let mut state = model.new_state();
         let t0 = Instant::now();
@@ -106,12 +114,14 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
             let next = edge_runtime::argmax(&logits);
             logits = model.forward(&[next], &mut state, Logits::Last)?.logits;
         }
-        decode_tps.push(a.decode_tokens as f64 / t1.elapsed().as_secs_f64());
+        let tps = a.decode_tokens as f64 / t1.elapsed().as_secs_f64();
+        let bandwidth = reader.bytes_per_s();
+        decode_tps.push(tps);
+        bandwidths.push(bandwidth);
+        fractions.push(tps / (bandwidth / bytes_per_token as f64));
     }
     let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
-
-    let bytes_per_token = model.weight_bytes_per_token();
-    let bandwidth = read_bandwidth_bytes_per_s();
+    let bandwidth = median(&mut bandwidths);
     let bound = bandwidth / bytes_per_token as f64;
     let v = serde_json::json!({
         "prompt_tokens": prompt.len(),
@@ -121,7 +131,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         "weight_bytes_per_token": bytes_per_token,
         "read_bandwidth_gb_per_s": bandwidth / 1e9,
         "bandwidth_bound_tokens_per_s": bound,
-        "fraction_of_bound": decode_tps / bound,
+        "fraction_of_bound": median(&mut fractions),
         "threads": rayon::current_num_threads(),
         "runs": a.runs.max(1),
     });
@@ -139,20 +149,32 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Median of several parallel passes summing a 1 GiB buffer (larger than any cache
-/// here); the best pass overstates what a model's weight stream sees on a noisy VM.
-fn read_bandwidth_bytes_per_s() -> f64 {
-    let words = (1usize << 30) / 8;
-    let buf: Vec<u64> = (0..words as u64).collect();
-    let mut secs = Vec::new();
-    for _ in 0..7 {
-        let t = Instant::now();
-        let sum: u64 = buf
-            .par_chunks(1 << 16)
-            .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
-            .reduce(|| 0, u64::wrapping_add);
-        std::hint::black_box(sum);
-        secs.push(t.elapsed().as_secs_f64());
+/// Read bandwidth: the median of several parallel passes summing a 1 GiB buffer
+/// (larger than any cache here; the best pass overstates what a model's weight stream
+/// sees on a noisy VM). The buffer is filled once and reused by every measurement.
+struct BandwidthProbe {
+    buf: Vec<u64>,
+}
+
+impl BandwidthProbe {
+    fn new() -> Self {
+        BandwidthProbe {
+            buf: (0..(1u64 << 30) / 8).collect(),
+        }
     }
-    (words * 8) as f64 / median(&mut secs)
+
+    fn bytes_per_s(&self) -> f64 {
+        let mut secs = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            let sum: u64 = self
+                .buf
+                .par_chunks(1 << 16)
+                .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
+                .reduce(|| 0, u64::wrapping_add);
+            std::hint::black_box(sum);
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        (self.buf.len() * 8) as f64 / median(&mut secs)
+    }
 }
