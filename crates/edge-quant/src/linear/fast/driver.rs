@@ -249,7 +249,7 @@ fn run<I: Isa>(
         .iter()
         .map(|l| (l.out_features(), l.in_features()))
         .collect();
-    row_tiles_many(&shapes, tokens, outs, |i, r0, tile| {
+    row_tiles_many(isa, &shapes, tokens, outs, |i, r0, tile| {
         compute_rows(isa, layers[i], &acts[i], tokens, r0, tile);
     });
     Ok(())
@@ -264,9 +264,15 @@ fn row_tiles(
     out: &mut [f32],
     task: impl Fn(usize, &mut [f32]) + Sync,
 ) {
-    row_tiles_many(&[(n_out, n_in)], tokens, &mut [out], |_, r0, tile| {
-        task(r0, tile)
-    });
+    // The bf16 kernels of this path are AVX-512 only: transpose with the portable
+    // blocks, as measured there.
+    row_tiles_many(
+        Portable,
+        &[(n_out, n_in)],
+        tokens,
+        &mut [out],
+        |_, r0, tile| task(r0, tile),
+    );
 }
 
 /// Splits the output rows of layers with `shapes[i] = (n_out, n_in)` into rayon tasks
@@ -274,7 +280,8 @@ fn row_tiles(
 /// of layer `i` as a row-major `[rows, tokens]` tile (tasks own disjoint rows), which
 /// is then transposed into `outs[i]` (`[tokens, n_out]`); for one token the tiles are
 /// the outputs themselves.
-fn row_tiles_many(
+fn row_tiles_many<I: Isa>(
+    isa: I,
     shapes: &[(usize, usize)],
     tokens: usize,
     outs: &mut [&mut [f32]],
@@ -301,15 +308,16 @@ fn row_tiles_many(
     // On the spinning team during a decode step (see `edge_core::par`).
     par::for_each(tiles, |(i, r0, tile)| task(i, r0, tile));
     for (t, out) in transposed.iter().zip(outs.iter_mut()) {
-        transpose_tiles(t, tokens, out);
+        transpose_tiles(isa, t, tokens, out);
     }
 }
 
 /// `out[tok·n_out + r] = tiles[r·tokens + tok]`, in parallel over blocks of tokens and,
-/// within one, in 8 × 8 blocks: eight source and eight destination cache lines at a
-/// time, few enough that the large power-of-two-ish strides do not evict them (a
-/// row-by-row scatter took 12% of a W4A8 prompt GEMM, 16 × 16 blocks 17%).
-fn transpose_tiles(tiles: &[f32], tokens: usize, out: &mut [f32]) {
+/// within one, in 8 × 8 blocks ([`Isa::transpose8x8`]): eight source and eight
+/// destination cache lines at a time, few enough that the large power-of-two-ish
+/// strides do not evict them (a row-by-row scatter took 12% of a W4A8 prompt GEMM,
+/// 16 × 16 blocks 17%).
+fn transpose_tiles<I: Isa>(isa: I, tiles: &[f32], tokens: usize, out: &mut [f32]) {
     const BLOCK: usize = 8;
     let n_out = out.len() / tokens;
     let blocks: Vec<_> = out.chunks_mut(n_out * BLOCK).enumerate().collect();
@@ -318,16 +326,13 @@ fn transpose_tiles(tiles: &[f32], tokens: usize, out: &mut [f32]) {
         let nt = o.len() / n_out;
         for r0 in (0..n_out).step_by(BLOCK) {
             let nr = BLOCK.min(n_out - r0);
-            let mut block = [[0.0f32; BLOCK]; BLOCK];
-            for (r, row) in block.iter_mut().enumerate().take(nr) {
-                let src = &tiles[(r0 + r) * tokens + t0..][..nt];
-                // Element by element: a `copy_from_slice` of this length is a
-                // memmove call.
-                row.iter_mut().zip(src).for_each(|(d, &s)| *d = s);
+            if nr == BLOCK && nt == BLOCK {
+                isa.transpose8x8(&tiles[r0 * tokens + t0..], tokens, &mut o[r0..], n_out);
+                continue;
             }
             for (k, dst) in o.chunks_exact_mut(n_out).enumerate() {
                 for (r, d) in dst[r0..r0 + nr].iter_mut().enumerate() {
-                    *d = block[r][k];
+                    *d = tiles[(r0 + r) * tokens + t0 + k];
                 }
             }
         }

@@ -276,6 +276,23 @@ pub(crate) trait Isa: Copy + Send + Sync {
         false
     }
 
+    /// Transposes one 8 × 8 block of f32: `dst[k·dst_stride + r] = src[r·src_stride + k]`
+    /// for `r, k < 8` (default: element by element, through a block on the stack).
+    fn transpose8x8(self, src: &[f32], src_stride: usize, dst: &mut [f32], dst_stride: usize) {
+        let mut block = [[0.0f32; 8]; 8];
+        for (r, row) in block.iter_mut().enumerate() {
+            // Element by element: a `copy_from_slice` of this length is a memmove call.
+            row.iter_mut()
+                .zip(&src[r * src_stride..][..8])
+                .for_each(|(d, &s)| *d = s);
+        }
+        for k in 0..8 {
+            for (r, d) in dst[k * dst_stride..][..8].iter_mut().enumerate() {
+                *d = block[r][k];
+            }
+        }
+    }
+
     /// Builds [`A4Act::packed`] for `tokens` tokens of `n_in` inputs, if this ISA's
     /// [`Isa::a4_rows`] reads a packed layout for that many tokens (default: nothing).
     fn pack_a4(self, _act: &mut A4Act, _n_in: usize, _tokens: usize) {}

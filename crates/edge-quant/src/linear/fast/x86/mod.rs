@@ -157,6 +157,11 @@ forward_isa!(
             unsafe { avx2_bf16::bf16_rows_one_token(w, n_in, x, out) };
             true
         }
+
+        fn transpose8x8(self, src: &[f32], src_stride: usize, dst: &mut [f32], dst_stride: usize) {
+            // SAFETY: the token exists only if `detect` found the kernel's features.
+            unsafe { avx2::transpose8x8(src, src_stride, dst, dst_stride) }
+        }
     }
 );
 forward_isa!(
