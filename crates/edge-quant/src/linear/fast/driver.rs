@@ -14,6 +14,11 @@ use std::borrow::Cow;
 
 /// Multiply-adds below which a task is not worth sending to another thread.
 const MIN_TASK_MACS: usize = 1 << 16;
+/// Token counts up to which [`row_tiles_many`] sizes tasks by guided scheduling.
+const GUIDED_MAX_TOKENS: usize = 4;
+/// Fewest rows of a guided task (where the layer has that many): the one-token kernels
+/// take one row from each quarter of a task.
+const MIN_GUIDED_ROWS: usize = 32;
 
 /// Runs `lin` on `x` with the kernels of `level`; shapes are already checked.
 pub(crate) fn forward(
@@ -299,10 +304,28 @@ fn row_tiles_many<I: Isa>(
             Some(t) => t,
             None => out,
         };
-        let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens);
-        let rows_per_task = n_out.div_ceil(4 * threads).max(min_rows).max(1);
-        for (j, tile) in yt.chunks_mut(rows_per_task * tokens).enumerate() {
-            tiles.push((i, j * rows_per_task, tile));
+        let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens).max(1);
+        // Decode steps: guided sizes, each task 1/(2·threads) of the rows left (at
+        // least MIN_GUIDED_ROWS), so the last tasks of the loop are small and the
+        // threads finish close together; with equal eighths the owner waited on
+        // average half a task at the end of every loop (2.4% of decode samples, 1.4%
+        // guided). Prompts keep four equal tasks per thread: a GEMM task streams every
+        // token's activations once, so small tasks cost (135 → 117 tok/s guided).
+        let guided = tokens <= GUIDED_MAX_TOKENS;
+        let equal = n_out.div_ceil(4 * threads).max(min_rows);
+        let (mut r0, mut rest) = (0, yt);
+        while !rest.is_empty() {
+            let left = rest.len() / tokens;
+            let rows = match guided {
+                true => left
+                    .div_ceil(2 * threads)
+                    .max(min_rows.max(MIN_GUIDED_ROWS)),
+                false => equal,
+            }
+            .min(left);
+            let (tile, tail) = rest.split_at_mut(rows * tokens);
+            tiles.push((i, r0, tile));
+            (r0, rest) = (r0 + rows, tail);
         }
     }
     // On the spinning team during a decode step (see `edge_core::par`).
