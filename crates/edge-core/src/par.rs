@@ -4,11 +4,11 @@
 //! A one-token forward pass opens a few hundred parallel regions of 10–200 µs each.
 //! On rayon, an idle worker goes to sleep within microseconds and the next region
 //! must wake it (a futex wake, which in a virtual machine is an inter-processor
-//! interrupt and a VM exit): measured on a 2-vCPU KVM guest, a 1024 × 2048 NVFP4
-//! layer streamed 11–12 GB/s through rayon against 14–17 GB/s with the other worker
-//! spinning. [`spinning`] keeps the pool's other workers polling for the duration of
-//! one closure (a forward pass) and [`for_each`] hands them its items; outside
-//! [`spinning`], [`for_each`] is rayon's parallel iterator.
+//! interrupt and a VM exit): on a 2-vCPU KVM guest, W4A8 decode of the 0.53B
+//! benchmark model ran at 37.6–38.0 tok/s on rayon against 41.7–42.0 with the other
+//! worker spinning (alternating runs). [`spinning`] keeps the pool's other workers
+//! polling for the duration of one closure (a forward pass) and [`for_each`] hands
+//! them its items; outside [`spinning`], [`for_each`] is rayon's parallel iterator.
 //!
 //! The team lives only inside [`spinning`]: no thread spins between forward passes,
 //! and there is no global state beyond rayon's own pool. While a team is active, the
