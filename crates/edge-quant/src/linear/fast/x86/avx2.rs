@@ -67,6 +67,27 @@ pub(super) fn transpose8x8(src: &[f32], src_stride: usize, dst: &mut [f32], dst_
     }
 }
 
+/// Rows per pass of the one-token kernels ([`spread_rows`]).
+pub(super) const SPREAD_ROWS: usize = 4;
+
+/// The passes of a one-token kernel over `rows` rows: pass `i` takes rows
+/// `[i, q + i, 2q + i, 3q + i]` (`q = rows / 4`), one from each quarter, and the rows
+/// past `4q` follow one by one. Each quarter is then one long sequential stream, which
+/// the hardware prefetchers follow; neighbouring rows read side by side are short runs
+/// that cross a 4 KiB page every few rows. On Zen 3 one core streamed a 32768 × 1024
+/// bf16 `lm_head` at 21–24 GB/s this way (its read-loop rate) against 11–13 GB/s for
+/// neighbouring rows.
+pub(super) fn spread_rows(
+    rows: usize,
+) -> (
+    impl Iterator<Item = [usize; SPREAD_ROWS]>,
+    core::ops::Range<usize>,
+) {
+    let quarter = rows / SPREAD_ROWS;
+    let passes = (0..quarter).map(move |i| core::array::from_fn(|k| k * quarter + i));
+    (passes, SPREAD_ROWS * quarter..rows)
+}
+
 /// Sum of the 8 lanes (in registers: a store and an iterator sum was an out-of-line
 /// call per output row, 2.7% of a W4A8 decode step).
 #[inline]

@@ -7,38 +7,30 @@
 //! half makes the odd one. The activations are permuted to match (`EvenOdd(16)`).
 
 use super::super::Perm;
-use super::avx2::hsum;
+use super::avx2::{SPREAD_ROWS, hsum, spread_rows};
 use core::arch::x86_64::*;
 
 /// Bytes ahead in each row's stream (which continues into the next row) that the
 /// rows prefetch into L1.
 const PREFETCH: usize = 1024;
 
-/// Rows that [`rows_dot`] takes per pass: one from each quarter of the rows, so that
-/// each quarter is one long sequential stream (see `avx2_int::one_token`). On Zen 3,
-/// one core streamed a 32768 × 1024 bf16 `lm_head` at 21–24 GB/s this way against
-/// 11–13 GB/s for neighbouring rows side by side.
-const SPREAD_ROWS: usize = 4;
-
 /// `out[r] = Σ_k w[r][k] · x[k]` for the `out.len()` rows of little-endian bf16 bytes
-/// in `w` (`2·n_in` each).
+/// in `w` (`2·n_in` each), rows taken as [`spread_rows`] orders them.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn bf16_rows_one_token(w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) {
     let mut xp = vec![0.0f32; n_in];
     Perm::EvenOdd(16).apply(&x[..n_in], &mut xp);
     let row_bytes = 2 * n_in;
     let row = |r: usize| &w[r * row_bytes..][..row_bytes];
-    let rows = out.len();
-    let quarter = rows / SPREAD_ROWS;
-    for i in 0..quarter {
-        let dots = rows_dot::<SPREAD_ROWS>(core::array::from_fn(|k| row(k * quarter + i)), &xp);
-        for (k, d) in dots.into_iter().enumerate() {
-            out[k * quarter + i] = d;
+    let (passes, rest) = spread_rows(out.len());
+    for pass in passes {
+        let dots = rows_dot::<SPREAD_ROWS>(pass.map(row), &xp);
+        for (r, d) in pass.into_iter().zip(dots) {
+            out[r] = d;
         }
     }
-    let rest = SPREAD_ROWS * quarter;
-    for (r, y) in out.iter_mut().enumerate().skip(rest) {
-        *y = rows_dot([row(r)], &xp)[0];
+    for r in rest {
+        out[r] = rows_dot([row(r)], &xp)[0];
     }
 }
 

@@ -12,7 +12,8 @@ use super::super::portable::OFFSET_DOUBLED;
 use super::super::{A4Act, a4_rows_by_segments};
 use super::Avx2;
 use super::avx2::{
-    any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group, prefetch,
+    SPREAD_ROWS, any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group,
+    prefetch, spread_rows,
 };
 use super::avx2_int_gemm::{a4_gemm, gemm_words};
 use core::arch::x86_64::*;
@@ -63,17 +64,9 @@ pub(super) fn a4_rows(
     }
 }
 
-/// Rows that [`one_token_rows`] takes per pass.
-const SPREAD_ROWS: usize = 4;
-
-/// One token (a decode step): rows [`SPREAD_ROWS`] at a time through
-/// [`one_token_rows`], which share the token's packed activations
-/// ([`pack_one_token`]). The rows of one pass come from the four quarters of the
-/// task's rows, not from four neighbours: each quarter is then one long sequential
-/// stream, which the hardware prefetchers follow. Neighbouring rows read side by side
-/// are short runs a few hundred bytes apart that cross a 4 KiB page every few rows;
-/// on Zen 3 one core streamed 11–12 GB/s that way against 21–24 GB/s (its read-loop
-/// rate) with the quarters (measured on the bf16 rows, which have the same pattern).
+/// One token (a decode step): rows through [`one_token_rows`], which share the
+/// token's packed activations ([`pack_one_token`]), [`SPREAD_ROWS`] per pass from the
+/// four quarters of the task's rows ([`spread_rows`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, out: &mut [f32]) {
     // The driver packs the token once per pass (`Isa::pack_a4`); without that layout,
@@ -83,26 +76,23 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
     }
     let packed = &act.packed;
     let (cb, sb) = (n_in / 2, n_in / 16);
-    let rows = out.len();
-    let quarter = rows / SPREAD_ROWS;
-    let row_of = |k: usize, i: usize| k * quarter + i;
-    for i in 0..quarter {
-        let nan = (0..SPREAD_ROWS).any(|k| has_nan(&scales[row_of(k, i) * sb..][..sb]));
-        if nan {
-            for k in 0..SPREAD_ROWS {
-                let r = row_of(k, i);
+    let (passes, rest) = spread_rows(out.len());
+    for pass in passes {
+        if pass.iter().any(|&r| has_nan(&scales[r * sb..][..sb])) {
+            for r in pass {
                 let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
                 a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut out[r..r + 1]);
             }
             continue;
         }
-        let (c, s) = (&codes[i * cb..], &scales[i * sb..]);
-        let y = one_token_rows::<SPREAD_ROWS>(c, s, quarter, n_in, packed, act);
-        for (k, v) in y.into_iter().enumerate() {
-            out[row_of(k, i)] = v;
+        let (c, s) = (&codes[pass[0] * cb..], &scales[pass[0] * sb..]);
+        let stride = pass[1] - pass[0];
+        let y = one_token_rows::<SPREAD_ROWS>(c, s, stride, n_in, packed, act);
+        for (r, v) in pass.into_iter().zip(y) {
+            out[r] = v;
         }
     }
-    for r in SPREAD_ROWS * quarter..rows {
+    for r in rest {
         let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
         out[r] = if has_nan(s) {
             let mut y = [0.0];
