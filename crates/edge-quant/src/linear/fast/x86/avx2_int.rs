@@ -136,24 +136,44 @@ pub(super) fn pack_one_token(act: &A4Act, n_in: usize) -> Vec<u32> {
             for i in 0..4 {
                 store(v, i, _mm256_loadu_si256(x.add(32 * i).cast()));
             }
-            let nc = act.negcorr.as_ptr().add(16 * p);
-            let corr = _mm256_hadd_epi32(
-                _mm256_loadu_si256(nc.cast()),
-                _mm256_loadu_si256(nc.add(8).cast()),
-            );
-            // The even groups of each chunk are its block scales.
-            let sa = act.sfa.as_ptr().add(16 * p);
-            let sa =
-                _mm256_shuffle_ps::<0b10_00_10_00>(_mm256_loadu_ps(sa), _mm256_loadu_ps(sa.add(8)));
-            store(
-                v,
-                4,
-                _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa)),
-            );
+            let g = 16 * p;
+            let [corr, sa] =
+                block_corrections(act.negcorr.as_ptr().add(g), act.sfa.as_ptr().add(g));
+            store(v, 4, _mm256_castps_si256(corr));
             store(v, 5, _mm256_castps_si256(sa));
         }
     }
     packed
+}
+
+/// The 8 blocks of a 128-input pair of chunks in [`PAIR_BLOCK_ORDER`], from the 16
+/// per-group values of its 8-input groups in natural order (`lo`: groups 0–7, `hi`:
+/// 8–15), taking each block's first group: `[g0, g2, g8, g10 | g4, g6, g12, g14]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn block_lanes(lo: __m256, hi: __m256) -> __m256 {
+    _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi)
+}
+
+/// A pair of chunks' scaled block corrections `−12·Σq·s_a` and block scales `s_a`, in
+/// [`PAIR_BLOCK_ORDER`], from its 16 group corrections and group scales (both groups
+/// of a block share the scale: every activation mode scales 16-input blocks).
+///
+/// # Safety
+/// `negcorr` and `sfa` must each point to 16 readable values.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn block_corrections(negcorr: *const i32, sfa: *const f32) -> [__m256; 2] {
+    // SAFETY: the caller vouches for 16 values behind each pointer.
+    unsafe {
+        // `hadd` sums each block's two groups, in the same lane order as `block_lanes`.
+        let corr = _mm256_hadd_epi32(
+            _mm256_loadu_si256(negcorr.cast()),
+            _mm256_loadu_si256(negcorr.add(8).cast()),
+        );
+        let sa = block_lanes(_mm256_loadu_ps(sfa), _mm256_loadu_ps(sfa.add(8)));
+        [_mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa), sa]
+    }
 }
 
 /// Vector `i` of a packed buffer.
