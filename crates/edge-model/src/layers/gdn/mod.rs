@@ -3,11 +3,13 @@
 //! delta-rule core (chunked for multi-token forwards, recurrent for one token, as HF),
 //! gated RMSNorm and the output projection.
 
+mod conv;
 pub mod delta_rule;
 
-use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
+use super::norm::{gated_rms_norm, l2_norm, sigmoid, softplus};
 use crate::Result;
 use crate::state::GdnState;
+use conv::{ConvRange, conv_range};
 use delta_rule::HeadInputs;
 use edge_core::par;
 use edge_quant::linear::Linear;
@@ -93,41 +95,10 @@ impl GatedDeltaNet {
             &mut [&mut qkv, &mut z, &mut b, &mut a],
         )?;
 
-        let mixed = self.causal_conv(&qkv, tokens, &mut state.conv);
+        let (q, k, v) = self.conv_heads(&qkv, tokens, &mut state.conv);
 
-        // Gather per-head contiguous q, k, v; normalise q and k.
-        let key_width = hk * dk;
-        let mut q = vec![0.0; hk * tokens * dk];
-        let mut k = vec![0.0; hk * tokens * dk];
-        let mut v = vec![0.0; hv * tokens * dv];
-        let q_scale = 1.0 / (dk as f32).sqrt();
-        for t in 0..tokens {
-            let row = &mixed[t * c..][..c];
-            for h in 0..hk {
-                let qd = &mut q[(h * tokens + t) * dk..][..dk];
-                qd.copy_from_slice(&row[h * dk..][..dk]);
-                l2_norm(qd);
-                qd.iter_mut().for_each(|e| *e *= q_scale);
-                let kd = &mut k[(h * tokens + t) * dk..][..dk];
-                kd.copy_from_slice(&row[key_width + h * dk..][..dk]);
-                l2_norm(kd);
-            }
-            for h in 0..hv {
-                v[(h * tokens + t) * dv..][..dv]
-                    .copy_from_slice(&row[2 * key_width + h * dv..][..dv]);
-            }
-        }
-        let beta: Vec<f32> = (0..hv * tokens)
-            .map(|i| sigmoid(b[(i % tokens) * hv + i / tokens]))
-            .collect();
-        let g: Vec<f32> = (0..hv * tokens)
-            .map(|i| {
-                let (h, t) = (i / tokens, i % tokens);
-                self.neg_a[h] * softplus(a[t * hv + h] + self.dt_bias[h])
-            })
-            .collect();
-
-        // The delta rule per value head; value head j reads key head j / (hv / hk).
+        // The delta rule per value head (value head j reads key head j / (hv / hk)),
+        // then its gated norm: all per head, on the team's threads.
         let group = hv / hk;
         let mut core = vec![0.0; hv * tokens * dv];
         let heads: Vec<_> = core
@@ -137,12 +108,16 @@ impl GatedDeltaNet {
             .collect();
         par::for_each(heads, |(j, (o, s))| {
             let kh = j / group;
+            let beta: Vec<f32> = (0..tokens).map(|t| sigmoid(b[t * hv + j])).collect();
+            let g: Vec<f32> = (0..tokens)
+                .map(|t| self.neg_a[j] * softplus(a[t * hv + j] + self.dt_bias[j]))
+                .collect();
             let inp = HeadInputs {
                 q: &q[kh * tokens * dk..][..tokens * dk],
                 k: &k[kh * tokens * dk..][..tokens * dk],
                 v: &v[j * tokens * dv..][..tokens * dv],
-                beta: &beta[j * tokens..][..tokens],
-                g: &g[j * tokens..][..tokens],
+                beta: &beta,
+                g: &g,
                 dk,
                 dv,
             };
@@ -151,41 +126,86 @@ impl GatedDeltaNet {
             } else {
                 delta_rule::chunked(&inp, s, o);
             }
+            for (t, row) in o.chunks_exact_mut(dv).enumerate() {
+                let zrow = &z[(t * hv + j) * dv..][..dv];
+                gated_rms_norm(row, zrow, &self.norm_weight, self.eps);
+            }
         });
 
-        // Back to token-major [tokens, hv, dv], gated norm, output projection.
+        // Back to token-major [tokens, hv, dv] (the same layout for one token) and
+        // the output projection.
+        if tokens == 1 {
+            self.out_proj.forward(&core, tokens, out)?;
+            return Ok(());
+        }
         let mut y = vec![0.0; tokens * hv * dv];
         for t in 0..tokens {
             for j in 0..hv {
                 y[(t * hv + j) * dv..][..dv].copy_from_slice(&core[(j * tokens + t) * dv..][..dv]);
             }
         }
-        gated_rms_norm(&mut y, &z, &self.norm_weight, self.eps);
         self.out_proj.forward(&y, tokens, out)?;
         Ok(())
     }
 
     /// Causal depthwise conv + SiLU over `tokens` rows of `qkv` (`[tokens, channels]`),
-    /// continuing from and updating `conv_state` (`[kernel − 1, channels]`, oldest first).
-    fn causal_conv(&self, qkv: &[f32], tokens: usize, conv_state: &mut [f32]) -> Vec<f32> {
+    /// continuing from and updating `conv_state` (`[kernel − 1, channels]`, oldest
+    /// first), as head-major `(q, k, v)` (`[heads, tokens, head_dim]` each) with q and
+    /// k L2-normalised and q scaled by `1/√dk`: one task per q, k and v head.
+    fn conv_heads(
+        &self,
+        qkv: &[f32],
+        tokens: usize,
+        conv_state: &mut [f32],
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let c = self.channels();
-        let kern = self.kernel;
-        let hist = kern - 1;
-        // Rows: the carried history, then the new tokens.
-        let mut rows = Vec::with_capacity((hist + tokens) * c);
-        rows.extend_from_slice(conv_state);
-        rows.extend_from_slice(qkv);
-        let mut out = vec![0.0; tokens * c];
-        for (t, o) in out.chunks_exact_mut(c).enumerate() {
-            for (i, w) in self.conv_taps.chunks_exact(c).enumerate() {
-                let x = &rows[(t + i) * c..][..c];
-                for ((oc, &wc), &xc) in o.iter_mut().zip(w).zip(x) {
-                    *oc += wc * xc;
+        let (hk, hv, dk, dv) = (
+            self.key_heads,
+            self.value_heads,
+            self.key_dim,
+            self.value_dim,
+        );
+        let mut q = vec![0.0; hk * tokens * dk];
+        let mut k = vec![0.0; hk * tokens * dk];
+        let mut v = vec![0.0; hv * tokens * dv];
+        // Each head's output and channel range, in channel order: q, k, then v heads.
+        let mut ranges: Vec<(bool, ConvRange<'_>)> = Vec::with_capacity(2 * hk + hv);
+        let outs = q.chunks_mut(tokens * dk).map(|o| (true, o));
+        let outs = outs.chain(k.chunks_mut(tokens * dk).map(|o| (true, o)));
+        let outs = outs.chain(v.chunks_mut(tokens * dv).map(|o| (false, o)));
+        let mut first = 0;
+        for (normalise, out) in outs {
+            ranges.push((
+                normalise,
+                ConvRange {
+                    first,
+                    history: Vec::with_capacity(self.kernel - 1),
+                    out,
+                },
+            ));
+            first += ranges.last().map_or(0, |(_, r)| r.out.len() / tokens);
+        }
+        for row in conv_state.chunks_exact_mut(c) {
+            let mut rest = row;
+            for (_, range) in &mut ranges {
+                let width = range.out.len() / tokens;
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(width);
+                range.history.push(mine);
+                rest = tail;
+            }
+        }
+        let q_scale = 1.0 / (dk as f32).sqrt();
+        par::for_each(ranges, |(normalise, mut range)| {
+            conv_range(qkv, tokens, &self.conv_taps, &mut range);
+            if normalise {
+                // Query ranges come first: scale those.
+                let scale = if range.first < hk * dk { q_scale } else { 1.0 };
+                for row in range.out.chunks_exact_mut(dk) {
+                    l2_norm(row);
+                    row.iter_mut().for_each(|e| *e *= scale);
                 }
             }
-            o.iter_mut().for_each(|v| *v = silu(*v));
-        }
-        conv_state.copy_from_slice(&rows[tokens * c..]);
-        out
+        });
+        (q, k, v)
     }
 }
