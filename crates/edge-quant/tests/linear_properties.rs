@@ -404,6 +404,48 @@ fn fast_path_uses_simd_on_this_machine() {
     assert!(SimdLevel::Portable.is_available());
 }
 
+/// `forward_shared` on layers with 8-bit activations: layers that quantize the input
+/// alike share one preparation, and those that do not (other input scales, other
+/// weight formats) must still get their own, so each output equals its own `forward`.
+#[test]
+fn shared_forward_keeps_each_layers_activation_mode() {
+    let mut rng = Rng::new(12);
+    let inp = 384;
+    let w4a4 = |input_scale| ActivationQuant::Nvfp4 { input_scale };
+    let layers: Vec<Linear> = [
+        (Format::Nvfp4W4a8, 40, ActivationQuant::Int8),
+        (Format::Nvfp4W4a8, 24, ActivationQuant::Int8),
+        (Format::Nvfp4W4a4, 16, w4a4(0.002)),
+        (Format::Nvfp4W4a4, 16, w4a4(0.0005)),
+        (Format::Nvfp4, 8, ActivationQuant::None),
+        (Format::Bf16, 8, ActivationQuant::None),
+    ]
+    .into_iter()
+    .map(|(format, out, act)| {
+        let lin = make_layer(format, out, inp, &mut rng).0;
+        lin.with_activation_quant(act).unwrap()
+    })
+    .collect();
+    let refs: Vec<&Linear> = layers.iter().collect();
+    for tokens in [1, 3, 9] {
+        let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
+        for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
+            let mut got: Vec<Vec<f32>> = layers
+                .iter()
+                .map(|l| vec![f32::NAN; tokens * l.out_features()])
+                .collect();
+            let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
+            Linear::forward_shared_with_level(level, &refs, &x, tokens, &mut outs).unwrap();
+            for (i, (lin, g)) in layers.iter().zip(&got).enumerate() {
+                let mut want = vec![0.0f32; g.len()];
+                lin.forward_with_level(level, &x, tokens, &mut want)
+                    .unwrap();
+                assert_eq!(g, &want, "{level} tokens={tokens} layer {i}");
+            }
+        }
+    }
+}
+
 /// `forward_shared` gives exactly what `forward` gives per layer: mixed formats (the
 /// GEMM group packs natural and NVFP4-permuted activations), f32 layers outside the
 /// group, prompt and decode token counts, bf16 and f32 activations; and it checks shapes.

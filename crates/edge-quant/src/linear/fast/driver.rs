@@ -241,21 +241,28 @@ fn run<I: Isa>(
     if tokens == 0 {
         return Ok(());
     }
-    let mut acts = layers
-        .iter()
-        .map(|lin| prepare::<I>(lin, x, tokens))
-        .collect::<Result<Vec<_>>>()?;
-    for (act, lin) in acts.iter_mut().zip(layers) {
-        if let Act::A4(a, _) = act {
+    // Layers that read `x` the same way share one preparation (the fused q/k/v and z
+    // projections of a GDN mixer, gate and up of an MLP): `act_of[i]` indexes `acts`.
+    let mut acts: Vec<Act<'_>> = Vec::with_capacity(layers.len());
+    let mut act_of: Vec<usize> = Vec::with_capacity(layers.len());
+    for (i, lin) in layers.iter().enumerate() {
+        if let Some(j) = layers[..i].iter().position(|p| same_activations(p, lin)) {
+            act_of.push(act_of[j]);
+            continue;
+        }
+        let mut act = prepare::<I>(lin, x, tokens)?;
+        if let Act::A4(a, _) = &mut act {
             isa.pack_a4(a, lin.in_features(), tokens);
         }
+        act_of.push(acts.len());
+        acts.push(act);
     }
     let shapes: Vec<_> = layers
         .iter()
         .map(|l| (l.out_features(), l.in_features()))
         .collect();
     row_tiles_many(isa, &shapes, tokens, outs, |i, r0, tile| {
-        compute_rows(isa, layers[i], &acts[i], tokens, r0, tile);
+        compute_rows(isa, layers[i], &acts[act_of[i]], tokens, r0, tile);
     });
     Ok(())
 }
@@ -360,6 +367,16 @@ fn transpose_tiles<I: Isa>(isa: I, tiles: &[f32], tokens: usize, out: &mut [f32]
             }
         }
     });
+}
+
+/// Whether [`prepare`] gives `a` and `b` the same activations from one input: the
+/// same activation mode (input scale included), input width and weight family (which
+/// decides between integer and f32 activations and their element order).
+fn same_activations(a: &Linear, b: &Linear) -> bool {
+    let nvfp4 = |l: &Linear| matches!(l.weight(), LinearWeight::Nvfp4(_));
+    a.activation_quant() == b.activation_quant()
+        && a.in_features() == b.in_features()
+        && nvfp4(a) == nvfp4(b)
 }
 
 fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
