@@ -250,7 +250,7 @@ fn run<I: Isa>(
             act_of.push(act_of[j]);
             continue;
         }
-        let mut act = prepare::<I>(lin, x, tokens)?;
+        let mut act = prepare(isa, lin, x, tokens)?;
         if let Act::A4(a, _) = &mut act {
             isa.pack_a4(a, lin.in_features(), tokens);
         }
@@ -379,17 +379,17 @@ fn same_activations(a: &Linear, b: &Linear) -> bool {
         && nvfp4(a) == nvfp4(b)
 }
 
-fn prepare<'a, I: Isa>(lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
+fn prepare<'a, I: Isa>(isa: I, lin: &Linear, x: &'a [f32], tokens: usize) -> Result<Act<'a>> {
     let n_in = lin.in_features();
     match (lin.activation_quant(), lin.weight()) {
         // Products of doubled codes are 4× too large; weight scales carry 2⁻⁸.
         (ActivationQuant::Nvfp4 { input_scale }, LinearWeight::Nvfp4(_)) => Ok(Act::A4(
-            prepare_a4(I::A4_PERM, x, tokens, n_in, input_scale)?,
+            prepare_a4(isa, x, tokens, n_in, input_scale)?,
             input_scale * 64.0,
         )),
         // Only the weight codes are doubled here.
         (ActivationQuant::Int8, LinearWeight::Nvfp4(_)) => {
-            Ok(Act::A4(prepare_a8(I::A4_PERM, x, tokens, n_in)?, 128.0))
+            Ok(Act::A4(prepare_a8(isa, x, tokens, n_in)?, 128.0))
         }
         (ActivationQuant::Nvfp4 { .. } | ActivationQuant::Int8, w) => {
             Err(QuantError::Unsupported(format!(
@@ -419,14 +419,14 @@ fn permute_for<'a, I: Isa>(w: &LinearWeight, n_in: usize, xs: Cow<'a, [f32]>) ->
 
 /// W4A4 activations: every row quantized to NVFP4 with `input_scale`, as doubled E2M1
 /// codes with each group's block scale.
-fn prepare_a4(
-    perm: Perm,
+fn prepare_a4<I: Isa>(
+    isa: I,
     x: &[f32],
     tokens: usize,
     n_in: usize,
     input_scale: f32,
 ) -> Result<A4Act> {
-    prepare_8bit(perm, x, tokens, n_in, |xr, nat, sfa| {
+    prepare_8bit(isa, x, tokens, n_in, |xr, nat, sfa| {
         let (mut codes, mut scales) = (vec![0u8; n_in / 2], vec![0u8; n_in / BLOCK]);
         quantize_activation_row(xr, input_scale, &mut codes, &mut scales)?;
         for (pair, &byte) in nat.chunks_exact_mut(2).zip(codes.iter()) {
@@ -442,8 +442,8 @@ fn prepare_a4(
 
 /// W4A8 activations: every row quantized to int8 ([`int8::quantize_row`]), its scale
 /// per 16 elements repeated for both 8-element groups.
-fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
-    prepare_8bit(perm, x, tokens, n_in, |xr, nat, sfa| {
+fn prepare_a8<I: Isa>(isa: I, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
+    prepare_8bit(isa, x, tokens, n_in, |xr, nat, sfa| {
         // Block scales into the first half, then spread in place from the end (group g
         // reads block g/2 ≤ g, not yet overwritten): no allocation per decode step.
         int8::quantize_row(xr, nat, &mut sfa[..n_in / int8::BLOCK])?;
@@ -454,17 +454,22 @@ fn prepare_a8(perm: Perm, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act
     })
 }
 
-/// Quantizes every token's row in parallel with `quantize(x_row, codes, group_scales)`
+/// One token's input row and its code, group-scale and correction rows, as the zipped
+/// row iterators of [`prepare_8bit`] yield them.
+type RowSlices<'a> = (((&'a [f32], &'a mut [i8]), &'a mut [f32]), &'a mut [i32]);
+
+/// Quantizes every token's row with `quantize(x_row, codes, group_scales)`
 /// (natural-order 8-bit codes, one scale per 8-element group) and lays the result out
-/// for the integer kernels: codes in `perm` order, and each group's offset correction
-/// `−12 · Σ codes` (cancelling the +12 offset of the weight bytes).
-fn prepare_8bit(
-    perm: Perm,
+/// for the integer kernels ([`Isa::layout_a4_codes`]); rows in parallel for prompts.
+fn prepare_8bit<I: Isa>(
+    isa: I,
     x: &[f32],
     tokens: usize,
     n_in: usize,
     quantize: impl Fn(&[f32], &mut [i8], &mut [f32]) -> Result<()> + Sync,
 ) -> Result<A4Act> {
+    /// Rows from which the preparation is worth spreading over threads.
+    const PAR_MIN_ROWS: usize = 8;
     let groups = n_in / 8;
     let mut a = A4Act {
         qa: vec![0; tokens * n_in],
@@ -472,27 +477,29 @@ fn prepare_8bit(
         negcorr: vec![0; tokens * groups],
         packed: Vec::new(),
     };
-    let rows = x
-        .par_chunks_exact(n_in)
+    let row = |nat: &mut Vec<i8>, (((xr, qa), sfa), negcorr): RowSlices<'_>| {
+        quantize(xr, nat, sfa)?;
+        isa.layout_a4_codes(nat, qa, negcorr);
+        Ok::<(), QuantError>(())
+    };
+    if tokens < PAR_MIN_ROWS {
+        let mut nat = vec![0i8; n_in];
+        let rows = x
+            .chunks_exact(n_in)
+            .zip(a.qa.chunks_exact_mut(n_in))
+            .zip(a.sfa.chunks_exact_mut(groups))
+            .zip(a.negcorr.chunks_exact_mut(groups));
+        for r in rows {
+            row(&mut nat, r)?;
+        }
+        return Ok(a);
+    }
+    x.par_chunks_exact(n_in)
         .zip(a.qa.par_chunks_exact_mut(n_in))
         .zip(a.sfa.par_chunks_exact_mut(groups))
         .zip(a.negcorr.par_chunks_exact_mut(groups))
-        .with_min_len(4);
-    rows.try_for_each_init(
-        || vec![0i8; n_in],
-        |nat, (((xr, qa), sfa), negcorr)| {
-            quantize(xr, nat, sfa)?;
-            perm.apply(nat, qa);
-            for (g, c) in negcorr.iter_mut().enumerate() {
-                *c = -12
-                    * nat[8 * g..8 * g + 8]
-                        .iter()
-                        .map(|&q| i32::from(q))
-                        .sum::<i32>();
-            }
-            Ok::<(), QuantError>(())
-        },
-    )?;
+        .with_min_len(4)
+        .try_for_each_init(|| vec![0i8; n_in], row)?;
     Ok(a)
 }
 

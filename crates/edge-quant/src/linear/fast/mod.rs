@@ -293,6 +293,14 @@ pub(crate) trait Isa: Copy + Send + Sync {
         }
     }
 
+    /// Lays one token's natural-order 8-bit codes out for the integer kernels: `qa` in
+    /// [`Isa::A4_PERM`] order and `negcorr[g] = −12 · Σ nat[8g..8g + 8]` (cancelling
+    /// the +12 offset of the weight bytes).
+    fn layout_a4_codes(self, nat: &[i8], qa: &mut [i8], negcorr: &mut [i32]) {
+        Self::A4_PERM.apply(nat, qa);
+        a4_corrections(nat, negcorr);
+    }
+
     /// Builds [`A4Act::packed`] for `tokens` tokens of `n_in` inputs, if this ISA's
     /// [`Isa::a4_rows`] reads a packed layout for that many tokens (default: nothing).
     fn pack_a4(self, _act: &mut A4Act, _n_in: usize, _tokens: usize) {}
@@ -331,6 +339,13 @@ pub(crate) trait Isa: Copy + Send + Sync {
         gstride: usize,
         acc: &mut [f32],
     );
+}
+
+/// `negcorr[g] = −12 · Σ nat[8g..8g + 8]` for every whole 8-element group.
+pub(crate) fn a4_corrections(nat: &[i8], negcorr: &mut [i32]) {
+    for (c, group) in negcorr.iter_mut().zip(nat.chunks_exact(8)) {
+        *c = -12 * group.iter().map(|&q| i32::from(q)).sum::<i32>();
+    }
 }
 
 /// The default [`Isa::a4_rows`]: each [`SEG`]-input segment decoded once with
@@ -467,6 +482,17 @@ mod tests {
             wsc1.iter().zip(&wsc0).all(|(a, b)| same(*a, *b)),
             "w4 scales"
         );
+
+        // The activation layout against its definition: whole chunks, then a tail;
+        // the extreme codes included.
+        let mut nat: Vec<i8> = bytes(n, 7).iter().map(|&b| b as i8).collect();
+        nat[..4].copy_from_slice(&[-128, 127, -127, 0]);
+        let (mut qa0, mut nc0) = (vec![0i8; n], vec![0i32; n / 8]);
+        I::A4_PERM.apply(&nat, &mut qa0);
+        a4_corrections(&nat, &mut nc0);
+        let (mut qa1, mut nc1) = (vec![0i8; n], vec![0i32; n / 8]);
+        isa.layout_a4_codes(&nat, &mut qa1, &mut nc1);
+        assert_eq!((qa1, nc1), (qa0, nc0), "a4 layout");
 
         // The row kernel against the decode-then-dot default, 1 and 9 tokens.
         scales[5] = 0x38;

@@ -9,7 +9,7 @@
 //! correction add and one FMA per group.
 
 use super::super::portable::OFFSET_DOUBLED;
-use super::super::{A4Act, a4_rows_by_segments};
+use super::super::{A4Act, a4_corrections, a4_rows_by_segments};
 use super::Avx2;
 use super::avx2::{
     SPREAD_ROWS, any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group,
@@ -174,6 +174,60 @@ pub(super) unsafe fn block_corrections(negcorr: *const i32, sfa: *const f32) -> 
         let sa = block_lanes(_mm256_loadu_ps(sfa), _mm256_loadu_ps(sfa.add(8)));
         [_mm256_mul_ps(_mm256_cvtepi32_ps(corr), sa), sa]
     }
+}
+
+/// [`crate::linear::fast::Isa::layout_a4_codes`] for `EvenOdd(64)`: per 64 codes, two
+/// in-lane byte shuffles split even from odd, two 64-bit unpacks and permutes put
+/// them in order, and `vpsadbw` on the sign-flipped bytes sums each 8-byte group
+/// (`Σ(q + 128)`, less 1024). A partial last chunk and group take the portable path.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn layout_codes(nat: &[i8], qa: &mut [i8], negcorr: &mut [i32]) {
+    let chunks = nat.len() / 64;
+    // Per 128-bit lane: its even bytes, then its odd bytes.
+    let split = _mm256_setr_epi8(
+        0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5,
+        7, 9, 11, 13, 15,
+    );
+    let flip = _mm256_set1_epi8(i8::MIN);
+    let (bias, factor) = (_mm256_set1_epi32(8 * 128), _mm256_set1_epi32(-12));
+    for c in 0..chunks {
+        // SAFETY: chunk c < nat.len()/64 reads bytes [64c, 64c + 64) of `nat` and
+        // writes those of `qa` (same length) and groups [8c, 8c + 8) of `negcorr`
+        // (nat.len()/8).
+        unsafe {
+            let src = nat.as_ptr().add(64 * c);
+            let (v0, v1) = (
+                _mm256_loadu_si256(src.cast()),
+                _mm256_loadu_si256(src.add(32).cast()),
+            );
+            let (s0, s1) = (
+                _mm256_shuffle_epi8(v0, split),
+                _mm256_shuffle_epi8(v1, split),
+            );
+            // Quadwords [e0, e16 | e32, e48]-style halves back into input order.
+            let even = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_unpacklo_epi64(s0, s1));
+            let odd = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_unpackhi_epi64(s0, s1));
+            let dst = qa.as_mut_ptr().add(64 * c);
+            _mm256_storeu_si256(dst.cast(), even);
+            _mm256_storeu_si256(dst.add(32).cast(), odd);
+            let zero = _mm256_setzero_si256();
+            let (a0, a1) = (
+                _mm256_sad_epu8(_mm256_xor_si256(v0, flip), zero),
+                _mm256_sad_epu8(_mm256_xor_si256(v1, flip), zero),
+            );
+            // Group sums [g0, g1, g4, g5 | g2, g3, g6, g7], then in order.
+            let sums = _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(
+                _mm256_castsi256_ps(a0),
+                _mm256_castsi256_ps(a1),
+            ));
+            let sums = _mm256_permute4x64_epi64::<0b11_01_10_00>(sums);
+            let corr = _mm256_mullo_epi32(_mm256_sub_epi32(sums, bias), factor);
+            _mm256_storeu_si256(negcorr.as_mut_ptr().add(8 * c).cast(), corr);
+        }
+    }
+    let done = 64 * chunks;
+    qa[done..].copy_from_slice(&nat[done..]);
+    a4_corrections(&nat[done..], &mut negcorr[done / 8..]);
 }
 
 /// Vector `i` of a packed buffer.

@@ -158,6 +158,11 @@ forward_isa!(
             true
         }
 
+        fn layout_a4_codes(self, nat: &[i8], qa: &mut [i8], negcorr: &mut [i32]) {
+            // SAFETY: the token exists only if `detect` found the kernel's features.
+            unsafe { avx2_int::layout_codes(nat, qa, negcorr) }
+        }
+
         fn transpose8x8(self, src: &[f32], src_stride: usize, dst: &mut [f32], dst_stride: usize) {
             // SAFETY: the token exists only if `detect` found the kernel's features.
             unsafe { avx2::transpose8x8(src, src_stride, dst, dst_stride) }
