@@ -12,8 +12,7 @@ use super::super::portable::OFFSET_DOUBLED;
 use super::super::{A4Act, a4_corrections, a4_rows_by_segments};
 use super::Avx2;
 use super::avx2::{
-    SPREAD_ROWS, any_nan16, decode_w4, dot_a4, e4m3_to_f16x8, hsum, nibble_lookup, per_group,
-    prefetch, spread_rows,
+    SPREAD_ROWS, decode_w4, dot_a4, hsum, nibble_lookup, per_group, prefetch, spread_rows,
 };
 use super::avx2_int_gemm::{a4_gemm, gemm_words};
 use core::arch::x86_64::*;
@@ -24,8 +23,9 @@ pub(super) const GEMM_MIN_TOKENS: usize = 5;
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]). Up to 4 tokens the weight
 /// bytes never leave registers ([`one_token`], [`fused`]); with more, decoding blocks of
 /// rows once and reusing them for every token costs less ([`a4_gemm`]). For up to 4
-/// tokens, rows whose block scales include an E4M3 NaN take the segment path, so the
-/// register kernels need no per-block NaN test; the GEMM decodes scales to f32, where
+/// tokens, rows whose block scales include an E4M3 NaN or a negative scale take the
+/// segment path ([`needs_exact_path`]), so the register kernels need no per-block NaN
+/// test or sign fix; the GEMM decodes scales to f32, where
 /// a NaN stays within its own row's tile.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn a4_rows(
@@ -52,7 +52,7 @@ pub(super) fn a4_rows(
     let (cb, sb) = (n_in / 2, n_in / 16);
     for (r, y) in out.chunks_exact_mut(tokens).enumerate() {
         let (c, s) = (&codes[r * cb..(r + 1) * cb], &scales[r * sb..(r + 1) * sb]);
-        if has_nan(s) {
+        if needs_exact_path(s) {
             a4_rows_by_segments(isa, c, s, n_in, act, tokens, y);
             continue;
         }
@@ -78,7 +78,10 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
     let (cb, sb) = (n_in / 2, n_in / 16);
     let (passes, rest) = spread_rows(out.len());
     for pass in passes {
-        if pass.iter().any(|&r| has_nan(&scales[r * sb..][..sb])) {
+        if pass
+            .iter()
+            .any(|&r| needs_exact_path(&scales[r * sb..][..sb]))
+        {
             for r in pass {
                 let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
                 a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut out[r..r + 1]);
@@ -94,7 +97,7 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
     }
     for r in rest {
         let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
-        out[r] = if has_nan(s) {
+        out[r] = if needs_exact_path(s) {
             let mut y = [0.0];
             a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut y);
             y[0]
@@ -253,7 +256,7 @@ pub(super) fn store(v: &mut [u32], i: usize, x: __m256i) {
 /// alike (within the VM's noise), and no prefetch 15–30% slower.
 const ONE_TOKEN_PREFETCH: usize = 1024;
 
-/// `R` rows (no NaN block scale) for one token: row `k` is row `k · stride` of
+/// `R` rows (no NaN or negative block scale) for one token: row `k` is row `k · stride` of
 /// `codes` / `scales`. Per 128 inputs and row: two nibble lookups, four `vpmaddubsw`,
 /// two `vpmaddwd`, one `vphaddd` to whole-block sums, one conversion and two FMAs
 /// (`(D·s_a + c)·s_w`), plus the decode of the 8 block scales and one permutation
@@ -288,7 +291,7 @@ fn one_token_rows<const R: usize>(
             // r·code_row and r·scale_row, within the lengths asserted above.
             unsafe {
                 let sv = _mm_loadl_epi64(scales.as_ptr().add(r * scale_row + 8 * p).cast());
-                let ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(e4m3_to_f16x8(sv)), order);
+                let ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(nonneg_e4m3_to_f16x8(sv)), order);
                 let [lo0, hi0] = nibble_lookup(&OFFSET_DOUBLED, c);
                 let [lo1, hi1] = nibble_lookup(&OFFSET_DOUBLED, c.add(32));
                 let d = _mm256_hadd_epi32(
@@ -357,18 +360,37 @@ fn tail(codes: &[u8], scales: &[u8], act: &A4Act, n_in: usize, done: usize, t: u
     sum[0]
 }
 
-/// Whether any byte of `scales` is an E4M3 NaN code.
+/// Whether a row's block scales need the exact segment path: any E4M3 NaN code, or
+/// any negative scale (which [`nonneg_e4m3_to_f16x8`] leaves out; ModelOpt writes
+/// none, so real rows keep the register kernels).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn has_nan(scales: &[u8]) -> bool {
+fn needs_exact_path(scales: &[u8]) -> bool {
     let mut chunks = scales.chunks_exact(16);
-    // SAFETY: each chunk holds 16 bytes.
-    let nan = chunks
-        .by_ref()
-        .any(|c| any_nan16(unsafe { _mm_loadu_si128(c.as_ptr().cast()) }));
-    nan || chunks.remainder().iter().any(|&b| b & 0x7f == 0x7f)
+    let nan = _mm_set1_epi8(0x7f);
+    let odd = chunks.by_ref().any(|c| {
+        // SAFETY: each chunk holds 16 bytes.
+        let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
+        // The sign bits (negative scales and the 0xff NaN) or a 0x7f NaN.
+        _mm_movemask_epi8(_mm_or_si128(v, _mm_cmpeq_epi8(v, nan))) != 0
+    });
+    odd || chunks
+        .remainder()
+        .iter()
+        .any(|&b| b & 0x80 != 0 || b == 0x7f)
 }
 
-/// One row (`codes`, `scales` hold exactly that row, with no NaN block scale) for `G`
+/// The low 8 E4M3 bytes of `v`, none negative or NaN, as f16 bit patterns of
+/// `e4m3(b) · 2⁻⁸`: [`e4m3_to_f16x8`] without its sign fix, two vector operations
+/// fewer per 8 blocks of a row in the decode kernels, which are bound by vector
+/// operations.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn nonneg_e4m3_to_f16x8(v: __m128i) -> __m128i {
+    _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(v))
+}
+
+/// One row (`codes`, `scales` hold exactly that row, with no NaN or negative block
+/// scale) for `G`
 /// tokens. Pairs of 64-input chunks share one scale decode (8 blocks); a remainder of
 /// fewer than 128 inputs goes through [`tail`].
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -384,7 +406,7 @@ fn fused<const G: usize>(codes: &[u8], scales: &[u8], act: &A4Act, n_in: usize) 
         prefetch(codes, 64 * p);
         // SAFETY: block scales [8p, 8p + 8) lie within the row's n_in/16.
         let v = unsafe { _mm_loadl_epi64(scales.as_ptr().add(8 * p).cast()) };
-        let wsc = per_group(_mm256_cvtph_ps(e4m3_to_f16x8(v)));
+        let wsc = per_group(_mm256_cvtph_ps(nonneg_e4m3_to_f16x8(v)));
         for (h, ws) in wsc.into_iter().enumerate() {
             let c = 2 * p + h;
             // SAFETY: chunk c < n_in/64 reads codes [32c, 32c + 32) of the row (n_in/2),
