@@ -123,6 +123,19 @@ fn one_token_words(n_in: usize) -> usize {
 /// 8 block scales in natural order.
 const PAIR_BLOCK_ORDER: [i32; 8] = [0, 1, 4, 5, 2, 3, 6, 7];
 
+/// `vpshufb` indices that widen a pair's 8 block-scale bytes to 16-bit lanes in
+/// [`PAIR_BLOCK_ORDER`] (−128 zeroes each high byte): one shuffle for the widening and
+/// the reordering, where a widening and a lane permute took two operations.
+const WIDEN_IN_PAIR_ORDER: [i8; 16] = {
+    let mut idx = [i8::MIN; 16];
+    let mut i = 0;
+    while i < 8 {
+        idx[2 * i] = PAIR_BLOCK_ORDER[i] as i8;
+        i += 1;
+    }
+    idx
+};
+
 /// The token's whole 128-input pairs packed for [`one_token_rows`]: per pair, the
 /// activation bytes of both chunks, then per block (in [`PAIR_BLOCK_ORDER`]) the
 /// correction scaled by the activation scale, `−12·Σq·s_a`, then `s_a`. Every
@@ -259,8 +272,8 @@ const ONE_TOKEN_PREFETCH: usize = 1024;
 /// `R` rows (no NaN or negative block scale) for one token: row `k` is row `k · stride` of
 /// `codes` / `scales`. Per 128 inputs and row: two nibble lookups, four `vpmaddubsw`,
 /// two `vpmaddwd`, one `vphaddd` to whole-block sums, one conversion and two FMAs
-/// (`(D·s_a + c)·s_w`), plus the decode of the 8 block scales and one permutation
-/// into the block order.
+/// (`(D·s_a + c)·s_w`), plus the decode of the 8 block scales (one shuffle that widens
+/// them in the block order, one shift, one conversion).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token_rows<const R: usize>(
     codes: &[u8],
@@ -279,8 +292,8 @@ fn one_token_rows<const R: usize>(
         codes.len() >= last * code_row + n_in / 2 && scales.len() >= last * scale_row + n_in / 16
     );
     let ones = _mm256_set1_epi16(1);
-    // SAFETY: PAIR_BLOCK_ORDER holds 8 i32.
-    let order = unsafe { _mm256_loadu_si256(PAIR_BLOCK_ORDER.as_ptr().cast()) };
+    // SAFETY: WIDEN_IN_PAIR_ORDER holds 16 bytes.
+    let widen = unsafe { _mm_loadu_si128(WIDEN_IN_PAIR_ORDER.as_ptr().cast()) };
     let mut acc = [_mm256_setzero_ps(); R];
     for (p, v) in packed.chunks_exact(PAIR_WORDS).enumerate() {
         for (r, acc) in acc.iter_mut().enumerate() {
@@ -291,7 +304,8 @@ fn one_token_rows<const R: usize>(
             // r·code_row and r·scale_row, within the lengths asserted above.
             unsafe {
                 let sv = _mm_loadl_epi64(scales.as_ptr().add(r * scale_row + 8 * p).cast());
-                let ws = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(nonneg_e4m3_to_f16x8(sv)), order);
+                // E4M3 bits shifted into f16 (no sign, no NaN: see needs_exact_path).
+                let ws = _mm256_cvtph_ps(_mm_slli_epi16::<7>(_mm_shuffle_epi8(sv, widen)));
                 let [lo0, hi0] = nibble_lookup(&OFFSET_DOUBLED, c);
                 let [lo1, hi1] = nibble_lookup(&OFFSET_DOUBLED, c.add(32));
                 let d = _mm256_hadd_epi32(
