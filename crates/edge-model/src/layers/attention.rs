@@ -2,7 +2,7 @@
 //! zero-centred q/k norms, partial RoPE, GQA causal softmax, sigmoid output gate.
 
 use super::attention_block::{KvView, Queries, attend_queries};
-use super::norm::{rms_norm_zero_centred, sigmoid};
+use super::norm::{Gate, gate_in_place, rms_norm_zero_centred};
 use super::rope::Rope;
 use super::simd::{axpy, dispatch, dot};
 use crate::Result;
@@ -142,9 +142,7 @@ impl GatedAttention {
                 }
             }
         }
-        for (a, g) in attn.iter_mut().zip(&gate) {
-            *a *= sigmoid(*g);
-        }
+        gate_in_place(Gate::Sigmoid, &gate, &mut attn);
         self.o_proj.forward(&attn, tokens, out)?;
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! SwiGLU MLP: `down(silu(gate(x)) ⊙ up(x))`.
 
-use super::norm::silu;
+use super::norm::{Gate, gate_in_place};
 use crate::Result;
 use edge_quant::linear::Linear;
 
@@ -22,10 +22,8 @@ impl Mlp {
         let mut g = vec![0.0; tokens * inter];
         let mut u = vec![0.0; tokens * inter];
         Linear::forward_shared(&[&self.gate, &self.up], x, tokens, &mut [&mut g, &mut u])?;
-        for (gv, uv) in g.iter_mut().zip(&u) {
-            *gv = silu(*gv) * uv;
-        }
-        self.down.forward(&g, tokens, out)?;
+        gate_in_place(Gate::Silu, &g, &mut u);
+        self.down.forward(&u, tokens, out)?;
         Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! RMSNorm variants (spec §3): zero-centred, gated, and the GDN L2 norm.
 
-use super::simd::exp;
+use super::simd::{dispatch, exp};
 
 /// Zero-centred RMSNorm over each `w.len()`-wide row of `x`, in place:
 /// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
@@ -43,6 +43,42 @@ fn inv_rms(row: &[f32], eps: f32) -> f32 {
     1.0 / (mean + eps).sqrt()
 }
 
+/// Elements per task from which [`gate_in_place`] splits its work over rayon (prompts;
+/// a decode step's few thousand elements stay on the calling thread).
+const GATE_PAR_MIN: usize = 1 << 14;
+
+/// How [`gate_in_place`] gates its values.
+#[derive(Clone, Copy, Debug)]
+pub enum Gate {
+    /// `x ← silu(g) · x` (SwiGLU: `g` the gate projection, `x` the up projection).
+    Silu,
+    /// `x ← sigmoid(g) · x` (the attention output gate).
+    Sigmoid,
+}
+
+/// `x[i] ← f(g[i]) · x[i]` with `f` the [`Gate`]'s function, compiled for the best
+/// SIMD level (the plain loops run at the base target's SSE2), in parallel over rayon
+/// for prompt-sized inputs.
+pub fn gate_in_place(gate: Gate, g: &[f32], x: &mut [f32]) {
+    use rayon::prelude::*;
+    if x.len() >= 2 * GATE_PAR_MIN {
+        x.par_chunks_mut(GATE_PAR_MIN)
+            .zip(g.par_chunks(GATE_PAR_MIN))
+            .for_each(|(x, g)| gate_chunk(gate, g, x));
+    } else {
+        gate_chunk(gate, g, x);
+    }
+}
+
+fn gate_chunk(gate: Gate, g: &[f32], x: &mut [f32]) {
+    dispatch!(gate_portable, (gate: Gate, g: &[f32], x: &mut [f32]) {
+        match gate {
+            Gate::Silu => x.iter_mut().zip(g).for_each(|(x, &g)| *x *= silu(g)),
+            Gate::Sigmoid => x.iter_mut().zip(g).for_each(|(x, &g)| *x *= sigmoid(g)),
+        }
+    })
+}
+
 /// `x · sigmoid(x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {
@@ -79,6 +115,28 @@ mod tests {
         gated_rms_norm(&mut o, &[0.0, 2.0], &[2.0, 1.0], 0.0);
         assert_eq!(o[0], 0.0); // silu(0) = 0
         assert!((o[1] - -silu(2.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn gates_match_the_scalar_functions_in_every_split() {
+        for n in [7, 3 * GATE_PAR_MIN + 5] {
+            let g: Vec<f32> = (0..n).map(|i| (i % 97) as f32 / 9.0 - 5.0).collect();
+            let x0: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
+            for (gate, f) in [
+                (Gate::Silu, silu as fn(f32) -> f32),
+                (Gate::Sigmoid, sigmoid),
+            ] {
+                let mut x = x0.clone();
+                gate_in_place(gate, &g, &mut x);
+                for i in 0..n {
+                    let want = f(g[i]) * x0[i];
+                    assert!(
+                        (x[i] - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                        "{gate:?} {i}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
