@@ -30,7 +30,9 @@ pub unsafe fn block(ops: &BlockOperands, (i0, j0): (usize, usize), c: &mut [f32]
         // SAFETY: `brow` holds 64 floats, so the four 16-float loads stay inside it.
         let bv = [0, 16, 32, 48].map(|o| unsafe { _mm512_loadu_ps(brow[o..].as_ptr()) });
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let av = _mm512_set1_ps(ops.a_at(i0 + r, p));
+            // SAFETY: rows i0..i0 + 4 and steps below `ops.k` are the ones `ops` was
+            // built for (see `simd::matmul_acc_structured`).
+            let av = _mm512_set1_ps(unsafe { ops.a_at(i0 + r, p) });
             for (x, &bj) in acc_r.iter_mut().zip(&bv) {
                 *x = _mm512_fmadd_ps(av, bj, *x);
             }
@@ -81,7 +83,9 @@ pub unsafe fn block_avx2(
                 ]
             };
             for (r, acc_r) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_ps(ops.a_at(i0 + r, p));
+                // SAFETY: rows i0..i0 + 4 and steps below `ops.k` are the ones `ops`
+                // was built for (see `simd::matmul_acc_structured`).
+                let av = _mm256_set1_ps(unsafe { ops.a_at(i0 + r, p) });
                 acc_r[0] = _mm256_fmadd_ps(av, bv[0], acc_r[0]);
                 acc_r[1] = _mm256_fmadd_ps(av, bv[1], acc_r[1]);
             }

@@ -1,7 +1,7 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
-use crate::layers::simd::{axpy, dispatch, exp, matmul_acc};
+use crate::layers::simd::{Structure, axpy, dispatch, exp, matmul_acc, matmul_acc_structured};
 
 /// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
 /// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
@@ -182,7 +182,15 @@ impl ChunkScratch {
         // T = (I + A)^{-1}, A = strict-lower(β_r k_r·k_s D_rs), by forward substitution
         // exactly as HF builds it: attn[i, :i] = row + row · attn[:i, :i].
         gram.fill(0.0);
-        matmul_acc::<64>((n, n, dk), 1.0, k, (dk, 1), kt, n, gram, n);
+        // Only the strict lower part is read.
+        matmul_acc_structured::<64>(
+            (n, n, dk),
+            1.0,
+            (k, (dk, 1), kt, n),
+            gram,
+            n,
+            Structure::LowerC,
+        );
         let t = &mut self.t;
         for r in 0..n {
             for s in 0..r {
@@ -212,7 +220,14 @@ impl ChunkScratch {
         // U = T diag(β) V, then W = T diag(β e^γ) K.
         let (u, w) = (&mut self.u[..n * dv], &mut self.w[..n * dk]);
         u.fill(0.0);
-        matmul_acc::<64>((n, dv, n), 1.0, t, (CHUNK, 1), v, dv, u, dv);
+        matmul_acc_structured::<64>(
+            (n, dv, n),
+            1.0,
+            (t, (CHUNK, 1), v, dv),
+            u,
+            dv,
+            Structure::LowerA,
+        );
         let mut exp_gamma = [0.0f32; CHUNK];
         for (e, &g) in exp_gamma.iter_mut().zip(gamma) {
             *e = g.exp();
@@ -223,7 +238,14 @@ impl ChunkScratch {
             }
         }
         w.fill(0.0);
-        matmul_acc::<64>((n, dk, n), 1.0, t, (CHUNK, 1), k, dk, w, dk);
+        matmul_acc_structured::<64>(
+            (n, dk, n),
+            1.0,
+            (t, (CHUNK, 1), k, dk),
+            w,
+            dk,
+            Structure::LowerA,
+        );
         // V' = U − W S.
         let vnew = &mut self.vnew[..n * dv];
         vnew.copy_from_slice(u);
@@ -235,7 +257,15 @@ impl ChunkScratch {
             o.iter_mut().for_each(|x| *x *= eg);
         }
         gram.fill(0.0);
-        matmul_acc::<64>((n, n, dk), 1.0, q, (dk, 1), kt, n, gram, n);
+        // Masked to the diagonal and below just after.
+        matmul_acc_structured::<64>(
+            (n, n, dk),
+            1.0,
+            (q, (dk, 1), kt, n),
+            gram,
+            n,
+            Structure::LowerC,
+        );
         for r in 0..n {
             for s in 0..n {
                 gram[r * n + s] = if s <= r {
@@ -245,7 +275,14 @@ impl ChunkScratch {
                 };
             }
         }
-        matmul_acc::<64>((n, dv, n), 1.0, gram, (n, 1), vnew, dv, out, dv);
+        matmul_acc_structured::<64>(
+            (n, dv, n),
+            1.0,
+            (gram, (n, 1), vnew, dv),
+            out,
+            dv,
+            Structure::LowerA,
+        );
         // S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V'.
         let last = gamma[n - 1];
         let el = last.exp();
