@@ -40,8 +40,17 @@ pub fn exp(x: f32) -> f32 {
     // Round to nearest with the 1.5·2²³ trick, not `round`/`mul_add`: without SSE4.1
     // and FMA enabled (code outside `dispatch!`) those become libm calls.
     const ROUND: f32 = 12_582_912.0;
-    let x = x.clamp(-87.3, 88.8);
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    // Comparisons, not `f32::clamp`, and the exponent taken from the rounding sum's
+    // bits, not an `as i32` cast: both keep every step a vector operation (the
+    // saturating cast and clamp compiled to a scalar compare-and-move per lane, which
+    // made the SiLU of the GDN conv cost more than its multiply-adds). A NaN fails both
+    // comparisons and stays NaN.
+    let x = if x < -87.3 { -87.3 } else { x };
+    let x = if x > 88.8 { 88.8 } else { x };
+    let rounded = x * std::f32::consts::LOG2_E + ROUND;
+    let n = rounded - ROUND;
+    // The low mantissa bits of `rounded` hold n (|n| ≤ 128) in two's complement.
+    let n_bits = rounded.to_bits().wrapping_sub(ROUND.to_bits());
     let r = (x - n * LN2_HI) - n * LN2_LO;
     let mut p: f32 = 1.0 / 5040.0;
     for c in [
@@ -55,7 +64,7 @@ pub fn exp(x: f32) -> f32 {
     ] {
         p = p * r + c;
     }
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 /// `y += α·x`.
