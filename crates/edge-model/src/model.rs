@@ -5,7 +5,7 @@ use crate::config::{LayerType, Qwen35Config};
 use crate::layers::attention::GatedAttention;
 use crate::layers::gdn::GatedDeltaNet;
 use crate::layers::mlp::Mlp;
-use crate::layers::norm::rms_norm_zero_centred_into;
+use crate::layers::norm::{add_in_place, rms_norm_zero_centred_into};
 use crate::layers::rope::Rope;
 use crate::mtp::{MtpHead, MtpOutput};
 use crate::state::{LayerState, SequenceState};
@@ -60,10 +60,10 @@ impl DecoderLayer {
                 ));
             }
         }
-        x.iter_mut().zip(&delta).for_each(|(a, b)| *a += b);
+        add_in_place(x, &delta);
         rms_norm_zero_centred_into(x, &self.post_norm, eps, &mut normed);
         self.mlp.forward(&normed, tokens, &mut delta)?;
-        x.iter_mut().zip(&delta).for_each(|(a, b)| *a += b);
+        add_in_place(x, &delta);
         Ok(())
     }
 }

@@ -55,6 +55,12 @@ pub struct KvObserver {
     pub v: Arc<AmaxObserver>,
 }
 
+/// One token's query, gate and key rows, numbered, as the preparation loop yields them.
+type TokenRows<'a> = (usize, ((&'a mut [f32], &'a mut [f32]), &'a mut [f32]));
+
+/// Tokens from which the per-token preparation of queries and keys runs in parallel.
+const PAR_MIN_TOKENS: usize = 16;
+
 impl GatedAttention {
     /// Runs `tokens` rows of `x` starting at absolute position `state.len()`, appending
     /// their keys and values to `state`, and writes `[tokens, hidden]` to `out`.
@@ -77,21 +83,34 @@ impl GatedAttention {
             &mut [&mut qg, &mut k, &mut v],
         )?;
 
-        // Split interleaved [q | gate] per head; normalise and rotate q and k.
+        // Split interleaved [q | gate] per head; normalise and rotate q and k: per
+        // token, in parallel for prompts.
         let mut q = vec![0.0; tokens * h * d];
         let mut gate = vec![0.0; tokens * h * d];
-        for t in 0..tokens {
-            for head in 0..h {
-                let src = &qg[(t * h + head) * 2 * d..][..2 * d];
-                q[(t * h + head) * d..][..d].copy_from_slice(&src[..d]);
-                gate[(t * h + head) * d..][..d].copy_from_slice(&src[d..]);
+        let prepare = |(t, ((qt, gt), kt)): TokenRows<'_>| {
+            let src = &qg[t * h * 2 * d..][..h * 2 * d];
+            for ((qd, gd), s) in qt
+                .chunks_exact_mut(d)
+                .zip(gt.chunks_exact_mut(d))
+                .zip(src.chunks_exact(2 * d))
+            {
+                qd.copy_from_slice(&s[..d]);
+                gd.copy_from_slice(&s[d..]);
             }
-            let qt = &mut q[t * h * d..][..h * d];
             rms_norm_zero_centred(qt, &self.q_norm, self.eps);
             self.rope.apply(qt, d, pos0 + t);
-            let kt = &mut k[t * hkv * d..][..hkv * d];
             rms_norm_zero_centred(kt, &self.k_norm, self.eps);
             self.rope.apply(kt, d, pos0 + t);
+        };
+        let rows = q
+            .chunks_mut(h * d)
+            .zip(gate.chunks_mut(h * d))
+            .zip(k.chunks_mut(hkv * d))
+            .enumerate();
+        if tokens >= PAR_MIN_TOKENS {
+            rows.collect::<Vec<_>>().into_par_iter().for_each(prepare);
+        } else {
+            rows.for_each(prepare);
         }
         if let Some(obs) = &self.kv_observer {
             obs.k.observe(&k);

@@ -5,11 +5,33 @@ use super::simd::{dispatch, exp};
 /// Zero-centred RMSNorm over each `w.len()`-wide row of `x`, in place:
 /// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
 pub fn rms_norm_zero_centred(x: &mut [f32], w: &[f32], eps: f32) {
-    for row in x.chunks_exact_mut(w.len()) {
+    let norm = |row: &mut [f32]| {
         let inv = inv_rms(row, eps);
         for (v, &wi) in row.iter_mut().zip(w) {
             *v *= inv * (1.0 + wi);
         }
+    };
+    if x.len() >= PAR_MIN_ELEMENTS {
+        use rayon::prelude::*;
+        x.par_chunks_exact_mut(w.len()).for_each(norm);
+    } else {
+        x.chunks_exact_mut(w.len()).for_each(norm);
+    }
+}
+
+/// Elements from which the row-wise loops here split over rayon: a prompt's rows, not
+/// a decode step's one.
+const PAR_MIN_ELEMENTS: usize = 1 << 15;
+
+/// `x += y` element-wise (the residual adds), in parallel for prompt-sized inputs.
+pub fn add_in_place(x: &mut [f32], y: &[f32]) {
+    if x.len() >= PAR_MIN_ELEMENTS {
+        use rayon::prelude::*;
+        x.par_chunks_mut(PAR_MIN_ELEMENTS / 2)
+            .zip(y.par_chunks(PAR_MIN_ELEMENTS / 2))
+            .for_each(|(x, y)| x.iter_mut().zip(y).for_each(|(a, b)| *a += b));
+    } else {
+        x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
     }
 }
 

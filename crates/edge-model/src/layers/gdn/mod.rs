@@ -13,6 +13,7 @@ use conv::{ConvRange, conv_range};
 use delta_rule::HeadInputs;
 use edge_core::par;
 use edge_quant::linear::Linear;
+use rayon::prelude::*;
 
 /// One Gated DeltaNet mixer.
 #[derive(Debug)]
@@ -139,11 +140,11 @@ impl GatedDeltaNet {
             return Ok(());
         }
         let mut y = vec![0.0; tokens * hv * dv];
-        for t in 0..tokens {
-            for j in 0..hv {
-                y[(t * hv + j) * dv..][..dv].copy_from_slice(&core[(j * tokens + t) * dv..][..dv]);
+        y.par_chunks_mut(hv * dv).enumerate().for_each(|(t, yt)| {
+            for (j, yd) in yt.chunks_exact_mut(dv).enumerate() {
+                yd.copy_from_slice(&core[(j * tokens + t) * dv..][..dv]);
             }
-        }
+        });
         self.out_proj.forward(&y, tokens, out)?;
         Ok(())
     }
