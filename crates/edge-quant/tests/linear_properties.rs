@@ -404,6 +404,21 @@ fn fast_path_uses_simd_on_this_machine() {
     assert!(SimdLevel::Portable.is_available());
 }
 
+/// `forward_shared` of `layers` on `x` equals each layer's own `forward`, bit for bit.
+fn check_shared_forward(level: SimdLevel, layers: &[&Linear], x: &[f32], tokens: usize) {
+    let mut got: Vec<Vec<f32>> = layers
+        .iter()
+        .map(|l| vec![f32::NAN; tokens * l.out_features()])
+        .collect();
+    let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
+    Linear::forward_shared_with_level(level, layers, x, tokens, &mut outs).unwrap();
+    for (i, (lin, g)) in layers.iter().zip(&got).enumerate() {
+        let mut want = vec![0.0f32; g.len()];
+        lin.forward_with_level(level, x, tokens, &mut want).unwrap();
+        assert_eq!(g, &want, "{level} tokens={tokens} layer {i}");
+    }
+}
+
 /// `forward_shared` on layers with 8-bit activations: layers that quantize the input
 /// alike share one preparation, and those that do not (other input scales, other
 /// weight formats) must still get their own, so each output equals its own `forward`.
@@ -430,18 +445,7 @@ fn shared_forward_keeps_each_layers_activation_mode() {
     for tokens in [1, 3, 9] {
         let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
         for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
-            let mut got: Vec<Vec<f32>> = layers
-                .iter()
-                .map(|l| vec![f32::NAN; tokens * l.out_features()])
-                .collect();
-            let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
-            Linear::forward_shared_with_level(level, &refs, &x, tokens, &mut outs).unwrap();
-            for (i, (lin, g)) in layers.iter().zip(&got).enumerate() {
-                let mut want = vec![0.0f32; g.len()];
-                lin.forward_with_level(level, &x, tokens, &mut want)
-                    .unwrap();
-                assert_eq!(g, &want, "{level} tokens={tokens} layer {i}");
-            }
+            check_shared_forward(level, &refs, &x, tokens);
         }
     }
 }
@@ -474,18 +478,7 @@ fn shared_forward_equals_per_layer_forward() {
         for tokens in [1, 8, 21] {
             let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
             for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
-                let mut got: Vec<Vec<f32>> = layers
-                    .iter()
-                    .map(|l| vec![f32::NAN; tokens * l.out_features()])
-                    .collect();
-                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
-                Linear::forward_shared_with_level(level, &refs, &x, tokens, &mut outs).unwrap();
-                for (lin, g) in layers.iter().zip(&got) {
-                    let mut want = vec![0.0f32; g.len()];
-                    lin.forward_with_level(level, &x, tokens, &mut want)
-                        .unwrap();
-                    assert_eq!(g, &want, "{level} tokens={tokens} bf16={bf16_act}");
-                }
+                check_shared_forward(level, &refs, &x, tokens);
             }
         }
         let mut short = vec![0.0f32; 3];

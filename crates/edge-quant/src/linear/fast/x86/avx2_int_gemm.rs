@@ -133,12 +133,7 @@ fn decode_rows(
             // 16(c + 1) > 8c + 8 on.
             unsafe {
                 let p = q.as_mut_ptr().add(CHUNK * c);
-                let v = [
-                    _mm256_loadu_si256(p.cast()),
-                    _mm256_loadu_si256(p.add(32).cast()),
-                    _mm256_loadu_si256(p.add(64).cast()),
-                    _mm256_loadu_si256(p.add(96).cast()),
-                ];
+                let v = load_chunk(p);
                 for (i, x) in lanes_by_block(v).into_iter().enumerate() {
                     _mm256_storeu_si256(p.add(32 * i).cast(), x);
                 }
@@ -173,6 +168,24 @@ fn lanes_by_block(v: [__m256i; 4]) -> [__m256i; 4] {
         _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(o0, o1)),
         _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(o0, o1)),
     ]
+}
+
+/// The four vectors of one [`CHUNK`]-input chunk of bytes.
+///
+/// # Safety
+/// `p` must point to 128 readable bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn load_chunk(p: *const u8) -> [__m256i; 4] {
+    // SAFETY: the caller vouches for 128 bytes: four 32-byte loads.
+    unsafe {
+        [
+            _mm256_loadu_si256(p.cast()),
+            _mm256_loadu_si256(p.add(32).cast()),
+            _mm256_loadu_si256(p.add(64).cast()),
+            _mm256_loadu_si256(p.add(96).cast()),
+        ]
+    }
 }
 
 /// Words of [`pack`]'s layout for `tokens` tokens of `n_in` inputs.
@@ -253,12 +266,7 @@ fn pack_sliver<'a>(
             // [16c, 16c + 16) of `negcorr` and `sfa`, all within the block.
             unsafe {
                 let x = a.qa.as_ptr().add(CHUNK * c);
-                let bytes = [
-                    _mm256_loadu_si256(x.cast()),
-                    _mm256_loadu_si256(x.add(32).cast()),
-                    _mm256_loadu_si256(x.add(64).cast()),
-                    _mm256_loadu_si256(x.add(96).cast()),
-                ];
+                let bytes = load_chunk(x.cast());
                 for (j, b) in lanes_by_block(bytes).into_iter().enumerate() {
                     store(v, 4 * i + j, b);
                 }
@@ -285,12 +293,7 @@ fn tile<const T: usize>((wq, wsc): (&[u8], &[f32]), sliver: &Sliver<'_>, y: &mut
         // (len) and block scales [8c, 8c + 8) of its scales (len/8).
         unsafe {
             let p = wq.as_ptr().add(CHUNK * c);
-            let w = [
-                _mm256_loadu_si256(p.cast()),
-                _mm256_loadu_si256(p.add(32).cast()),
-                _mm256_loadu_si256(p.add(64).cast()),
-                _mm256_loadu_si256(p.add(96).cast()),
-            ];
+            let w = load_chunk(p);
             let ws = _mm256_loadu_ps(wsc.as_ptr().add(8 * c));
             for (t, acc) in acc.iter_mut().enumerate() {
                 // Whole-block sums in 16 bits (at most 24 384), widened once.
