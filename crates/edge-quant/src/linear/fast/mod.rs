@@ -13,6 +13,7 @@
 mod driver;
 mod gemm;
 mod portable;
+mod prepare;
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
