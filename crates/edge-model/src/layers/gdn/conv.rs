@@ -5,8 +5,8 @@
 use crate::layers::norm::silu;
 use crate::layers::simd::dispatch;
 
-/// One channel range's share of a conv: its taps, its carried history and where its
-/// output goes.
+/// One channel range's share of a conv: where it starts, its carried history and where
+/// its output goes.
 pub struct ConvRange<'a> {
     /// First channel of the range in the `[tokens, channels]` input.
     pub first: usize,
