@@ -11,7 +11,7 @@ pub fn rms_norm_zero_centred(x: &mut [f32], w: &[f32], eps: f32) {
             *v *= inv * (1.0 + wi);
         }
     };
-    if x.len() >= PAR_MIN_ELEMENTS {
+    if x.len() >= 2 * PAR_CHUNK {
         use rayon::prelude::*;
         x.par_chunks_exact_mut(w.len()).for_each(norm);
     } else {
@@ -19,20 +19,26 @@ pub fn rms_norm_zero_centred(x: &mut [f32], w: &[f32], eps: f32) {
     }
 }
 
-/// Elements from which the row-wise loops here split over rayon: a prompt's rows, not
-/// a decode step's one.
-const PAR_MIN_ELEMENTS: usize = 1 << 15;
+/// Elements per rayon task of the element-wise loops here; inputs of at least two
+/// tasks' worth (a prompt's rows, not a decode step's one) are split over rayon.
+const PAR_CHUNK: usize = 1 << 14;
+
+/// `f(x_chunk, y_chunk)` over matching chunks of `x` and `y`: in parallel for
+/// prompt-sized inputs, in one call otherwise.
+fn zip_chunks(x: &mut [f32], y: &[f32], f: impl Fn(&mut [f32], &[f32]) + Sync) {
+    if x.len() >= 2 * PAR_CHUNK {
+        use rayon::prelude::*;
+        x.par_chunks_mut(PAR_CHUNK)
+            .zip(y.par_chunks(PAR_CHUNK))
+            .for_each(|(x, y)| f(x, y));
+    } else {
+        f(x, y);
+    }
+}
 
 /// `x += y` element-wise (the residual adds), in parallel for prompt-sized inputs.
 pub fn add_in_place(x: &mut [f32], y: &[f32]) {
-    if x.len() >= PAR_MIN_ELEMENTS {
-        use rayon::prelude::*;
-        x.par_chunks_mut(PAR_MIN_ELEMENTS / 2)
-            .zip(y.par_chunks(PAR_MIN_ELEMENTS / 2))
-            .for_each(|(x, y)| x.iter_mut().zip(y).for_each(|(a, b)| *a += b));
-    } else {
-        x.iter_mut().zip(y).for_each(|(a, b)| *a += b);
-    }
+    zip_chunks(x, y, |x, y| x.iter_mut().zip(y).for_each(|(a, b)| *a += b));
 }
 
 /// Zero-centred RMSNorm writing into `out` (same shape as `x`).
@@ -69,10 +75,6 @@ fn inv_rms(row: &[f32], eps: f32) -> f32 {
     1.0 / (mean + eps).sqrt()
 }
 
-/// Elements per task from which [`gate_in_place`] splits its work over rayon (prompts;
-/// a decode step's few thousand elements stay on the calling thread).
-const GATE_PAR_MIN: usize = 1 << 14;
-
 /// How [`gate_in_place`] gates its values.
 #[derive(Clone, Copy, Debug)]
 pub enum Gate {
@@ -86,14 +88,7 @@ pub enum Gate {
 /// SIMD level (the plain loops run at the base target's SSE2), in parallel over rayon
 /// for prompt-sized inputs.
 pub fn gate_in_place(gate: Gate, g: &[f32], x: &mut [f32]) {
-    use rayon::prelude::*;
-    if x.len() >= 2 * GATE_PAR_MIN {
-        x.par_chunks_mut(GATE_PAR_MIN)
-            .zip(g.par_chunks(GATE_PAR_MIN))
-            .for_each(|(x, g)| gate_chunk(gate, g, x));
-    } else {
-        gate_chunk(gate, g, x);
-    }
+    zip_chunks(x, g, |x, g| gate_chunk(gate, g, x));
 }
 
 fn gate_chunk(gate: Gate, g: &[f32], x: &mut [f32]) {
@@ -145,7 +140,7 @@ mod tests {
 
     #[test]
     fn gates_match_the_scalar_functions_in_every_split() {
-        for n in [7, 3 * GATE_PAR_MIN + 5] {
+        for n in [7, 3 * PAR_CHUNK + 5] {
             let g: Vec<f32> = (0..n).map(|i| (i % 97) as f32 / 9.0 - 5.0).collect();
             let x0: Vec<f32> = (0..n).map(|i| (i % 13) as f32 - 6.0).collect();
             for (gate, f) in [
