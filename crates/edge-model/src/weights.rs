@@ -23,7 +23,7 @@ pub enum ActivationMode {
     /// emulating a W4A4 Blackwell kernel; other linears keep f32 activations.
     Nvfp4,
     /// W4A8, the fast CPU mode for NVFP4 checkpoints: activations of NVFP4 linears are
-    /// quantized to int8 at run time (one scale per 16 elements, no calibration) and
+    /// quantized to int8 at run time (one scale per 256 elements, no calibration) and
     /// multiplied with integer instructions; other linears (e.g. a bf16 `lm_head`)
     /// take bf16 activations as in [`ActivationMode::Bf16`].
     Int8,

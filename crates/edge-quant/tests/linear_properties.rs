@@ -57,6 +57,10 @@ enum Format {
     Nvfp4,
     Nvfp4W4a4,
     Nvfp4W4a8,
+    /// W4A8 with block scales as a checkpoint has them: non-negative, within a few
+    /// binades in most rows (the integer-scale path of the prompt GEMM) and some zero;
+    /// every fifth row has arbitrary scales (the GEMM's exact fallback).
+    Nvfp4W4a8Checkpoint,
 }
 
 /// A layer of `format` with random weights, and its dequantized weight.
@@ -77,9 +81,17 @@ fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Rng) -> (Linear,
             let scale = 0.001 + (rng.byte() as f32) / 1000.0;
             LinearWeight::Fp8(Fp8Tensor::from_parts(out, inp, codes, scale).unwrap())
         }
-        Format::Nvfp4 | Format::Nvfp4W4a4 | Format::Nvfp4W4a8 => {
+        Format::Nvfp4 | Format::Nvfp4W4a4 | Format::Nvfp4W4a8 | Format::Nvfp4W4a8Checkpoint => {
             let codes: Vec<u8> = (0..n / 2).map(|_| rng.byte()).collect();
-            let scales: Vec<u8> = (0..n / 16).map(|_| rng.e4m3()).collect();
+            let checkpoint = matches!(format, Format::Nvfp4W4a8Checkpoint);
+            let scales: Vec<u8> = (0..n / 16)
+                .map(|i| match rng.byte() {
+                    _ if !checkpoint || i / (inp / 16) % 5 == 3 => rng.e4m3(),
+                    0..8 => 0,
+                    // E4M3 exponents 5 to 10.
+                    b => 0x28 + b % 0x30,
+                })
+                .collect();
             let global = 1e-4 + (rng.byte() as f32) * 1e-4;
             let t = Nvfp4Tensor::from_parts(out, inp, codes, scales, global).unwrap();
             LinearWeight::Nvfp4(t)
@@ -130,9 +142,9 @@ fn check_case_with(
         quantize_activations(tokens, inp, &x, input_scale)
             .unwrap()
             .dequantize()
-    } else if let Format::Nvfp4W4a8 = format {
+    } else if let Format::Nvfp4W4a8 | Format::Nvfp4W4a8Checkpoint = format {
         lin = lin.with_activation_quant(ActivationQuant::Int8).unwrap();
-        let (mut q, mut s) = (vec![0i8; inp], vec![0.0f32; inp / int8::BLOCK]);
+        let (mut q, mut s) = (vec![0i8; inp], vec![0.0f32; int8::scales_len(inp)]);
         x.chunks_exact(inp)
             .flat_map(|row| {
                 int8::quantize_row(row, &mut q, &mut s).unwrap();
@@ -202,6 +214,16 @@ proptest! {
         check_case(Format::Nvfp4W4a8, tokens, out, inp, seed);
     }
 
+    /// The W4A8 prompt GEMM with integer block scales: token slivers (32) and row
+    /// blocks (64) crossed, partial 256-input chunks, exact-path rows mixed in.
+    #[test]
+    fn nvfp4_w4a8_checkpoint_scales_match_reference(tokens in 1usize..=40,
+                                                    out in 1usize..=150,
+                                                    blocks in 1usize..=48,
+                                                    seed in any::<u64>()) {
+        check_case(Format::Nvfp4W4a8Checkpoint, tokens, out, 16 * blocks, seed);
+    }
+
     /// bf16 activations: the packed GEMM (8+ tokens, ragged token and output tiles) and
     /// the row kernels on rounded inputs, every weight format.
     #[test]
@@ -249,6 +271,8 @@ fn decode_shapes_spot_check() {
     for tokens in [6, 7, 8, 13] {
         check_case(Format::Nvfp4W4a8, tokens, 71, 2048 + 128 + 64 + 48, 18);
     }
+    // The W4A8 GEMM with integer block scales on a model-sized row.
+    check_case(Format::Nvfp4W4a8Checkpoint, 37, 70, 3584 + 48, 20);
     check_case(Format::Nvfp4W4a4, 9, 35, 1024 + 16, 19);
     // One token with rows long enough for the paired-row kernels, odd row counts.
     check_case(Format::Nvfp4, 1, 7, 8192 + 144, 10);

@@ -28,10 +28,11 @@
 //!   `alpha = input_scale · weight_scale_2`. The fast path computes each 8-element
 //!   partial sum exactly in integers (twice an E2M1 value is an integer).
 //! - **NVFP4, W4A8** ([`ActivationQuant::Int8`]): each activation row is first quantized
-//!   to int8 with one scale per 16 elements ([`crate::int8::quantize_row`]), then
+//!   to int8 with one scale per 256 elements ([`crate::int8::quantize_row`]), then
 //!   `y = Σ_k x̂_k·ŵ_k` with `x̂ = q·s` the dequantized activation. The fast path takes
 //!   the same integer dot products as W4A4 (8-bit activations, exact 32-bit sums per
-//!   8 elements), so it needs far fewer instructions per weight than W4A16.
+//!   8 or 16 elements), so it needs far fewer instructions per weight than W4A16; the
+//!   AVX2 prompt GEMM also applies the weight block scales in integers.
 //!
 //! # Tolerance
 //!
@@ -116,7 +117,7 @@ pub enum ActivationQuant {
         /// The checkpoint's `input_scale` (finite, > 0).
         input_scale: f32,
     },
-    /// W4A8: activations are quantized to int8 at run time, one f32 scale per 16
+    /// W4A8: activations are quantized to int8 at run time, one f32 scale per 256
     /// elements taken from the block's own maximum ([`crate::int8`]); no calibration.
     /// Only valid with [`LinearWeight::Nvfp4`] weights. The fastest CPU mode for NVFP4
     /// weights, decode steps and prompts alike (integer dot products; on AVX2 a

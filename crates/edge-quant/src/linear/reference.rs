@@ -41,11 +41,11 @@ pub(super) fn forward(lin: &Linear, x: &[f32], tokens: usize, out: &mut [f32]) -
 /// W4A8: every row quantized to int8 per block, then `q · s` exactly in f64.
 fn dequantize_int8(x: &[f32], n_in: usize) -> Result<Vec<f64>> {
     let mut q = vec![0i8; n_in];
-    let mut scales = vec![0.0f32; n_in / int8::BLOCK];
+    let mut scales = vec![0.0f32; int8::scales_len(n_in)];
     let mut out = Vec::with_capacity(x.len());
     for row in x.chunks_exact(n_in) {
         int8::quantize_row(row, &mut q, &mut scales)?;
-        let blocks = q.chunks_exact(int8::BLOCK).zip(&scales);
+        let blocks = q.chunks(int8::BLOCK).zip(&scales);
         out.extend(blocks.flat_map(|(b, &s)| b.iter().map(move |&c| f64::from(c) * f64::from(s))));
     }
     Ok(out)

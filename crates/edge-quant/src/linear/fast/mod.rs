@@ -190,11 +190,24 @@ impl Perm {
     }
 }
 
+/// Which 8-bit activations an [`A4Act`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum A4Kind {
+    /// W4A4: doubled E2M1 codes, one E4M3 block scale per 16 inputs.
+    Nvfp4,
+    /// W4A8: int8 codes, one f32 scale per [`crate::int8::BLOCK`] inputs.
+    Int8,
+}
+
 /// Activations of one W4A4 or W4A8 forward pass, prepared for an ISA's integer dot
 /// products. Row `t` of each array belongs to token `t`.
 pub(crate) struct A4Act {
-    /// The 8-bit activations, `[tokens, in]`, in the ISA's `A4_PERM` order: twice the
-    /// E2M1 value of each code for W4A4 (−12..=12), the int8 code for W4A8 (−127..=127).
+    /// What the codes and scales are.
+    pub kind: A4Kind,
+    /// The 8-bit activations, `[tokens, in]`, in natural order: twice the E2M1 value of
+    /// each code for W4A4 (−12..=12), the int8 code for W4A8 (−127..=127).
+    pub natural: Vec<i8>,
+    /// The same codes in the ISA's `A4_PERM` order.
     pub qa: Vec<i8>,
     /// The activation scale of each 8-element group (natural group order), `[tokens,
     /// in/8]`.

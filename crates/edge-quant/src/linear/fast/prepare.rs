@@ -2,7 +2,7 @@
 //! order, or 8-bit codes with their group scales and offset corrections (W4A4, W4A8).
 
 use super::gemm;
-use super::{A4Act, Isa, Perm};
+use super::{A4Act, A4Kind, Isa, Perm};
 use crate::error::{QuantError, Result};
 use crate::formats::{e2m1, e4m3};
 use crate::int8;
@@ -84,7 +84,7 @@ fn prepare_a4<I: Isa>(
     n_in: usize,
     input_scale: f32,
 ) -> Result<A4Act> {
-    prepare_8bit(isa, x, tokens, n_in, |xr, nat, sfa| {
+    prepare_8bit(isa, A4Kind::Nvfp4, x, tokens, n_in, |xr, nat, sfa| {
         let (mut codes, mut scales) = (vec![0u8; n_in / 2], vec![0u8; n_in / BLOCK]);
         quantize_activation_row(xr, input_scale, &mut codes, &mut scales)?;
         for (pair, &byte) in nat.chunks_exact_mut(2).zip(codes.iter()) {
@@ -99,28 +99,33 @@ fn prepare_a4<I: Isa>(
 }
 
 /// W4A8 activations: every row quantized to int8 ([`int8::quantize_row`]), its scale
-/// per 16 elements repeated for both 8-element groups.
+/// per 256 elements repeated for each of the block's 8-element groups.
 fn prepare_a8<I: Isa>(isa: I, x: &[f32], tokens: usize, n_in: usize) -> Result<A4Act> {
-    prepare_8bit(isa, x, tokens, n_in, |xr, nat, sfa| {
-        // Block scales into the first half, then spread in place from the end (group g
-        // reads block g/2 ≤ g, not yet overwritten): no allocation per decode step.
-        int8::quantize_row(xr, nat, &mut sfa[..n_in / int8::BLOCK])?;
+    prepare_8bit(isa, A4Kind::Int8, x, tokens, n_in, |xr, nat, sfa| {
+        // Block scales into the front, then spread in place from the end (group g reads
+        // block g/32 ≤ g, not yet overwritten): no allocation per decode step.
+        int8::quantize_row(xr, nat, &mut sfa[..int8::scales_len(n_in)])?;
+        let groups_per_block = int8::BLOCK / 8;
         for g in (0..sfa.len()).rev() {
-            sfa[g] = sfa[g / 2];
+            sfa[g] = sfa[g / groups_per_block];
         }
         Ok(())
     })
 }
 
-/// One token's input row and its code, group-scale and correction rows, as the zipped
-/// row iterators of [`prepare_8bit`] yield them.
-type RowSlices<'a> = (((&'a [f32], &'a mut [i8]), &'a mut [f32]), &'a mut [i32]);
+/// One token's input row and its natural-order code, code, group-scale and correction
+/// rows, as the zipped row iterators of [`prepare_8bit`] yield them.
+type RowSlices<'a> = (
+    (((&'a [f32], &'a mut [i8]), &'a mut [i8]), &'a mut [f32]),
+    &'a mut [i32],
+);
 
 /// Quantizes every token's row with `quantize(x_row, codes, group_scales)`
 /// (natural-order 8-bit codes, one scale per 8-element group) and lays the result out
 /// for the integer kernels ([`Isa::layout_a4_codes`]); rows in parallel for prompts.
 fn prepare_8bit<I: Isa>(
     isa: I,
+    kind: A4Kind,
     x: &[f32],
     tokens: usize,
     n_in: usize,
@@ -130,33 +135,36 @@ fn prepare_8bit<I: Isa>(
     const PAR_MIN_ROWS: usize = 8;
     let groups = n_in / 8;
     let mut a = A4Act {
+        kind,
+        natural: vec![0; tokens * n_in],
         qa: vec![0; tokens * n_in],
         sfa: vec![0.0; tokens * groups],
         negcorr: vec![0; tokens * groups],
         packed: Vec::new(),
     };
-    let row = |nat: &mut Vec<i8>, (((xr, qa), sfa), negcorr): RowSlices<'_>| {
+    let row = |((((xr, nat), qa), sfa), negcorr): RowSlices<'_>| {
         quantize(xr, nat, sfa)?;
         isa.layout_a4_codes(nat, qa, negcorr);
         Ok::<(), QuantError>(())
     };
     if tokens < PAR_MIN_ROWS {
-        let mut nat = vec![0i8; n_in];
         let rows = x
             .chunks_exact(n_in)
+            .zip(a.natural.chunks_exact_mut(n_in))
             .zip(a.qa.chunks_exact_mut(n_in))
             .zip(a.sfa.chunks_exact_mut(groups))
             .zip(a.negcorr.chunks_exact_mut(groups));
         for r in rows {
-            row(&mut nat, r)?;
+            row(r)?;
         }
         return Ok(a);
     }
     x.par_chunks_exact(n_in)
+        .zip(a.natural.par_chunks_exact_mut(n_in))
         .zip(a.qa.par_chunks_exact_mut(n_in))
         .zip(a.sfa.par_chunks_exact_mut(groups))
         .zip(a.negcorr.par_chunks_exact_mut(groups))
         .with_min_len(4)
-        .try_for_each_init(|| vec![0i8; n_in], row)?;
+        .try_for_each(row)?;
     Ok(a)
 }

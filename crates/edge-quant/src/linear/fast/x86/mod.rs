@@ -9,6 +9,7 @@ mod avx2;
 mod avx2_bf16;
 mod avx2_int;
 mod avx2_int_gemm;
+mod avx2_w4a8_gemm;
 mod avx512;
 mod bf16_gemm;
 mod bf16_gemv;
@@ -17,7 +18,7 @@ mod f32_gemm;
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
 
-use super::{A4Act, Isa, Perm};
+use super::{A4Act, A4Kind, Isa, Perm};
 
 /// Token proving AVX2, FMA and F16C are available.
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +148,8 @@ forward_isa!(
             // features.
             if tokens == 1 {
                 act.packed = unsafe { avx2_int::pack_one_token(act, n_in) };
+            } else if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
+                act.packed = unsafe { avx2_w4a8_gemm::pack(act, n_in, tokens) };
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS {
                 act.packed = unsafe { avx2_int_gemm::pack(act, n_in, tokens) };
             }
