@@ -2,6 +2,7 @@
 //! share an input, and the per-row segment loop over one [`Isa`]'s kernels (the
 //! activations come from [`super::prepare`]).
 
+use super::band::ColumnBand;
 use super::gemm::{self, GEMM_MIN_TOKENS, PortableKernel};
 use super::prepare::{Act, prepare, same_activations};
 use super::{Isa, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
@@ -250,9 +251,28 @@ fn run<I: Isa>(
         .iter()
         .map(|l| (l.out_features(), l.in_features()))
         .collect();
-    row_tiles_many(isa, &shapes, tokens, outs, |i, r0, tile| {
-        compute_rows(isa, layers[i], &acts[act_of[i]], tokens, r0, tile);
-    });
+    // Prompt kernels that finish each output in one pass write it in place.
+    let direct: Vec<bool> = layers
+        .iter()
+        .zip(&act_of)
+        .map(|(lin, &a)| match &acts[a] {
+            Act::A4(act, _) => isa.a4_writes_columns(act, lin.in_features(), tokens),
+            Act::F32(_) => false,
+        })
+        .collect();
+    row_tiles_many(
+        isa,
+        &shapes,
+        tokens,
+        outs,
+        &direct,
+        |i, r0, out| match out {
+            RowsOut::Tile(tile) => compute_rows(isa, layers[i], &acts[act_of[i]], tokens, r0, tile),
+            RowsOut::Columns(mut band) => {
+                compute_columns(isa, layers[i], &acts[act_of[i]], r0, &mut band)
+            }
+        },
+    );
     Ok(())
 }
 
@@ -272,46 +292,54 @@ fn row_tiles(
         &[(n_out, n_in)],
         tokens,
         &mut [out],
-        |_, r0, tile| task(r0, tile),
+        &[false],
+        |_, r0, out| match out {
+            RowsOut::Tile(tile) => task(r0, tile),
+            RowsOut::Columns(_) => unreachable!("no layer here writes columns"),
+        },
     );
 }
 
+/// Where a task of [`row_tiles_many`] puts its output rows.
+enum RowsOut<'a> {
+    /// A row-major `[rows, tokens]` tile (transposed into the output afterwards where
+    /// there are several tokens).
+    Tile(&'a mut [f32]),
+    /// The rows' columns of the `[tokens, n_out]` output itself.
+    Columns(ColumnBand<'a>),
+}
+
 /// Splits the output rows of layers with `shapes[i] = (n_out, n_in)` into rayon tasks
-/// of one parallel loop: `task(i, r0, tile)` fills rows `r0..r0 + tile.len()/tokens`
-/// of layer `i` as a row-major `[rows, tokens]` tile (tasks own disjoint rows), which
-/// is then transposed into `outs[i]` (`[tokens, n_out]`); for one token the tiles are
-/// the outputs themselves.
+/// of one parallel loop: `task(i, r0, out)` fills rows `r0..r0 + rows` of layer `i`
+/// (tasks own disjoint rows). For several tokens, layers with `direct[i]` get their
+/// columns of `outs[i]` (`[tokens, n_out]`); the others fill row-major `[rows, tokens]`
+/// tiles, which are then transposed into `outs[i]`. For one token the tiles are the
+/// outputs themselves.
 fn row_tiles_many<I: Isa>(
     isa: I,
     shapes: &[(usize, usize)],
     tokens: usize,
     outs: &mut [&mut [f32]],
-    task: impl Fn(usize, usize, &mut [f32]) + Sync,
+    direct: &[bool],
+    task: impl Fn(usize, usize, RowsOut<'_>) + Sync,
 ) {
-    let mut transposed: Vec<Vec<f32>> = Vec::new();
-    if tokens > 1 {
-        transposed = shapes.iter().map(|&(n, _)| vec![0.0; n * tokens]).collect();
-    }
     let threads = rayon::current_num_threads().max(1);
-    let mut tiles = Vec::new();
-    let mut buffers = transposed.iter_mut();
-    for (i, (&(n_out, n_in), out)) in shapes.iter().zip(outs.iter_mut()).enumerate() {
-        let yt: &mut [f32] = match buffers.next() {
-            Some(t) => t,
-            None => out,
-        };
+    // Each layer's row ranges: decode steps take guided sizes, each task 1/(2·threads)
+    // of the rows left (at least MIN_GUIDED_ROWS), so the last tasks of the loop are
+    // small and the threads finish close together; with equal eighths the owner waited
+    // on average half a task at the end of every loop (2.4% of decode samples, 1.4%
+    // guided). Prompts keep four equal tasks per thread: a GEMM task streams every
+    // token's activations once, so small tasks cost (135 → 117 tok/s guided).
+    let ranges = |&(n_out, n_in): &(usize, usize)| {
         let min_rows = MIN_TASK_MACS.div_ceil(n_in * tokens).max(1);
-        // Decode steps: guided sizes, each task 1/(2·threads) of the rows left (at
-        // least MIN_GUIDED_ROWS), so the last tasks of the loop are small and the
-        // threads finish close together; with equal eighths the owner waited on
-        // average half a task at the end of every loop (2.4% of decode samples, 1.4%
-        // guided). Prompts keep four equal tasks per thread: a GEMM task streams every
-        // token's activations once, so small tasks cost (135 → 117 tok/s guided).
         let guided = tokens <= GUIDED_MAX_TOKENS;
         let equal = n_out.div_ceil(4 * threads).max(min_rows);
-        let (mut r0, mut rest) = (0, yt);
-        while !rest.is_empty() {
-            let left = rest.len() / tokens;
+        let mut r0 = 0;
+        core::iter::from_fn(move || {
+            let left = n_out - r0;
+            if left == 0 {
+                return None;
+            }
             let rows = match guided {
                 true => left
                     .div_ceil(2 * threads)
@@ -319,15 +347,43 @@ fn row_tiles_many<I: Isa>(
                 false => equal,
             }
             .min(left);
-            let (tile, tail) = rest.split_at_mut(rows * tokens);
-            tiles.push((i, r0, tile));
-            (r0, rest) = (r0 + rows, tail);
+            r0 += rows;
+            Some(r0 - rows..r0)
+        })
+    };
+    let transposes = |i: usize| tokens > 1 && !direct[i];
+    let mut transposed: Vec<Vec<f32>> = (0..shapes.len())
+        .map(|i| match transposes(i) {
+            true => vec![0.0; shapes[i].0 * tokens],
+            false => Vec::new(),
+        })
+        .collect();
+    let mut tasks = Vec::new();
+    let layers = shapes.iter().zip(outs.iter_mut()).zip(&mut transposed);
+    for (i, ((shape, out), buf)) in layers.enumerate() {
+        if tokens > 1 && direct[i] {
+            let bands = ColumnBand::split(out, shape.0, ranges(shape));
+            tasks.extend(
+                bands
+                    .into_iter()
+                    .zip(ranges(shape))
+                    .map(|(band, rows)| (i, rows.start, RowsOut::Columns(band))),
+            );
+            continue;
+        }
+        let mut rest: &mut [f32] = if transposes(i) { buf } else { out };
+        for rows in ranges(shape) {
+            let (tile, tail) = rest.split_at_mut(rows.len() * tokens);
+            tasks.push((i, rows.start, RowsOut::Tile(tile)));
+            rest = tail;
         }
     }
     // On the spinning team during a decode step (see `edge_core::par`).
-    par::for_each(tiles, |(i, r0, tile)| task(i, r0, tile));
-    for (t, out) in transposed.iter().zip(outs.iter_mut()) {
-        transpose_tiles(isa, t, tokens, out);
+    par::for_each(tasks, |(i, r0, out)| task(i, r0, out));
+    for (i, (t, out)) in transposed.iter().zip(outs.iter_mut()).enumerate() {
+        if transposes(i) {
+            transpose_tiles(isa, t, tokens, out);
+        }
     }
 }
 
@@ -356,6 +412,25 @@ fn transpose_tiles<I: Isa>(isa: I, tiles: &[f32], tokens: usize, out: &mut [f32]
             }
         }
     });
+}
+
+/// Computes output rows `r0..r0 + band.width()` of an NVFP4 layer with 8-bit
+/// activations straight into their columns of the output ([`Isa::a4_rows_into`]).
+fn compute_columns<I: Isa>(
+    isa: I,
+    lin: &Linear,
+    act: &Act<'_>,
+    r0: usize,
+    band: &mut ColumnBand<'_>,
+) {
+    let (LinearWeight::Nvfp4(t), Act::A4(a, factor)) = (lin.weight(), act) else {
+        unreachable!("only integer NVFP4 layers write columns (`Isa::a4_writes_columns`)");
+    };
+    let n_in = lin.in_features();
+    let rows = band.width();
+    let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
+    let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
+    isa.a4_rows_into(codes, scales, n_in, a, factor * t.global_scale(), band);
 }
 
 /// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and

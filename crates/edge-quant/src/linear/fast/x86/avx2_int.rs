@@ -15,7 +15,6 @@ use super::avx2::{
     SPREAD_ROWS, decode_w4, dot_a4, hsum, nibble_lookup, per_group, prefetch, spread_rows,
 };
 use super::avx2_int_gemm::{a4_gemm, gemm_words};
-use super::avx2_w4a8_gemm;
 use core::arch::x86_64::*;
 
 /// Token counts from which [`a4_rows`] runs the prompt GEMM ([`a4_gemm`]).
@@ -39,9 +38,6 @@ pub(super) fn a4_rows(
     out: &mut [f32],
 ) {
     if tokens >= GEMM_MIN_TOKENS {
-        if avx2_w4a8_gemm::can_run(act, n_in, tokens) {
-            return avx2_w4a8_gemm::gemm(isa, codes, scales, n_in, act, tokens, out);
-        }
         // The driver packs the activations once per pass (`Isa::pack_a4`); without that
         // layout (or for rows shorter than one 64-input chunk, which have nothing to
         // pack), the segment loop.

@@ -26,9 +26,12 @@
 //! L2), the tokens pass in slivers of [`SLIVER_TOKENS`] (their activations stay in
 //! L2), and the register tile is [`ROW_GROUP`] rows × 1 token: the activations must be
 //! the unsigned (register) operand of `vpmaddubsw`, so rows share them and the weights
-//! come from memory (L1).
+//! come from memory (L1). Each output is finished in one pass, so the kernel writes its
+//! rows' columns of the `[tokens, out]` result directly ([`ColumnBand`]) instead of a
+//! tile to transpose (that transpose, its zeroed buffer and a scaling pass took 14% of a
+//! 512-token prefill).
 
-use super::super::{A4Act, A4Kind, a4_rows_by_segments};
+use super::super::{A4Act, A4Kind, ColumnBand, a4_rows_by_segments};
 use super::Avx2;
 use crate::int8;
 use core::arch::x86_64::*;
@@ -323,20 +326,20 @@ struct Packed<'a> {
 }
 
 /// `R ≤ ROW_GROUP` rows of a [`Decoded`] block against the tokens `ts`: for each row
-/// `r` and token `t`, `out[r·tokens + t] = Σ_c s_a[c]·Σ_j c_j·Σ_{k∈j} w_k·(q_k + 128)`
-/// (the offset and the row factor not yet removed; `out` is the block's `[rows,
-/// tokens]` tile). The rows' weights stay in L1 while the tokens pass.
+/// `r` and token `t`, `out.row_mut(t)[r0 + r] = Σ_c s_a[c]·Σ_j c_j·Σ_{k∈j}
+/// w_k·(q_k + 128)` (the offset and the row factor not yet removed). The rows' weights
+/// stay in L1 while the tokens pass.
 #[target_feature(enable = "avx2,fma")]
 fn tile<const R: usize>(
     dec: &Decoded,
     rows: [usize; R],
     act: Packed<'_>,
     ts: core::ops::Range<usize>,
-    out: &mut [f32],
+    out: &mut ColumnBand<'_>,
+    r0: usize,
 ) {
     let chunks = dec.chunks;
     assert!(chunks == act.chunks && ts.end <= act.tokens);
-    assert!(rows.iter().all(|&r| (r + 1) * act.tokens <= out.len()));
     // Bounds: every row's `chunks` chunks of weights and scales, and every token's
     // chunks of bytes and scales (`chunks` chunks of each of `tokens` tokens).
     assert!(rows.iter().all(|&r| r < dec.factors.len()));
@@ -393,8 +396,9 @@ fn tile<const R: usize>(
                 *s = hsum(v);
             }
         }
+        let y = &mut out.row_mut(t)[r0..];
         for (&r, s) in rows.iter().zip(sums) {
-            out[r * act.tokens + t] = s;
+            y[r] = s;
         }
     }
 }
@@ -416,8 +420,9 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)))
 }
 
-/// W4A8 rows for many tokens (see [`crate::linear::fast::Isa::a4_rows`]): `out` is
-/// `[rows, tokens]`, overwritten. `act` must hold [`pack`]'s layout ([`can_run`]).
+/// W4A8 rows for many tokens (see [`crate::linear::fast::Isa::a4_rows_into`]): the
+/// band's `band.width()` rows for its `band.rows()` tokens, times `scale`, into the
+/// band. `act` must hold [`pack`]'s layout ([`can_run`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn gemm(
     isa: Avx2,
@@ -425,10 +430,10 @@ pub(super) fn gemm(
     scales: &[u8],
     n_in: usize,
     act: &A4Act,
-    tokens: usize,
-    out: &mut [f32],
+    scale: f32,
+    band: &mut ColumnBand<'_>,
 ) {
-    let rows = out.len() / tokens;
+    let (rows, tokens) = (band.width(), band.rows());
     let chunks = n_in.div_ceil(CHUNK);
     let (bytes, act_scales) = act.packed.split_at(tokens * chunks * CHUNK_BYTES / 4);
     let packed = Packed {
@@ -443,45 +448,66 @@ pub(super) fn gemm(
         let nr = ROW_BLOCK.min(rows - rb);
         dec.decode(&codes[rb * cb..], &scales[rb * sb..], n_in, nr);
         let fast: Vec<usize> = (0..nr).filter(|&r| dec.exact[r]).collect();
-        let block_out = &mut out[rb * tokens..][..nr * tokens];
         for t0 in (0..tokens).step_by(SLIVER_TOKENS) {
             let sliver = t0..tokens.min(t0 + SLIVER_TOKENS);
             let mut groups = fast.chunks_exact(ROW_GROUP);
             for g in groups.by_ref() {
                 let g = [g[0], g[1], g[2], g[3]];
-                tile::<ROW_GROUP>(&dec, g, packed, sliver.clone(), block_out);
+                tile::<ROW_GROUP>(&dec, g, packed, sliver.clone(), band, rb);
             }
             for &r in groups.remainder() {
-                tile::<1>(&dec, [r], packed, sliver.clone(), block_out);
+                tile::<1>(&dec, [r], packed, sliver.clone(), band, rb);
             }
         }
-        for r in 0..nr {
-            let y = &mut out[(rb + r) * tokens..][..tokens];
-            if dec.exact[r] {
-                let corr = &dec.corrections[r * chunks..][..chunks];
-                finish_row(y, corr, packed.scales, dec.factors[r]);
-            } else {
-                let (c, s) = (
-                    &codes[(rb + r) * cb..][..cb],
-                    &scales[(rb + r) * sb..][..sb],
-                );
-                a4_rows_by_segments(isa, c, s, n_in, act, tokens, y);
+        finish_rows(&dec, nr, packed, scale, band, rb);
+        // Rows outside the integer scales' range: the exact per-block path.
+        let mut y = vec![0.0; tokens];
+        for r in (0..nr).filter(|&r| !dec.exact[r]) {
+            let (c, s) = (
+                &codes[(rb + r) * cb..][..cb],
+                &scales[(rb + r) * sb..][..sb],
+            );
+            a4_rows_by_segments(isa, c, s, n_in, act, tokens, &mut y);
+            for (t, &v) in y.iter().enumerate() {
+                band.row_mut(t)[rb + r] = scale * v;
             }
         }
     }
 }
 
-/// Removes the activation offset from one row's tile sums and applies its factor:
-/// `y[t] = 2^(X_ref − 8)·(y[t] − Σ_c s_a[c][t]·corr[c])` (the 2⁻⁸ is the E4M3 scale
-/// unit of [`crate::linear::fast::Isa::a4_rows`]'s contract).
-fn finish_row(y: &mut [f32], corr: &[f32], act_scales: &[f32], factor: f32) {
-    let tokens = y.len();
-    let factor = factor / 256.0;
-    for (c, &k) in corr.iter().enumerate() {
-        let sa = &act_scales[c * tokens..][..tokens];
-        y.iter_mut().zip(sa).for_each(|(y, &s)| *y -= s * k);
+/// Removes the activation offset from the tile sums of a block's `nr` rows (band
+/// columns `r0..r0 + nr`) and applies each row's factor: `y = scale·2^(X_ref − 8)·(y −
+/// Σ_c s_a[c]·corr[c])`, the 2⁻⁸ being the E4M3 scale unit of
+/// [`crate::linear::fast::Isa::a4_rows`]'s contract. Rows on the exact path are
+/// overwritten afterwards.
+fn finish_rows(
+    dec: &Decoded,
+    nr: usize,
+    act: Packed<'_>,
+    scale: f32,
+    band: &mut ColumnBand<'_>,
+    r0: usize,
+) {
+    let chunks = dec.chunks;
+    // Chunk-major corrections, so each token's pass runs along contiguous rows.
+    let mut corr = vec![0.0f32; chunks * nr];
+    for (r, row) in dec.corrections.chunks_exact(chunks).take(nr).enumerate() {
+        for (c, &k) in row.iter().enumerate() {
+            corr[c * nr + r] = k;
+        }
     }
-    y.iter_mut().for_each(|y| *y *= factor);
+    let factors: Vec<f32> = dec.factors[..nr]
+        .iter()
+        .map(|f| f * scale / 256.0)
+        .collect();
+    for t in 0..act.tokens {
+        let y = &mut band.row_mut(t)[r0..][..nr];
+        for (c, k) in corr.chunks_exact(nr).enumerate() {
+            let s = act.scales[c * act.tokens + t];
+            y.iter_mut().zip(k).for_each(|(y, &k)| *y -= s * k);
+        }
+        y.iter_mut().zip(&factors).for_each(|(y, f)| *y *= f);
+    }
 }
 
 #[cfg(test)]

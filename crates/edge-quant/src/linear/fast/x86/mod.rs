@@ -18,7 +18,7 @@ mod f32_gemm;
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
 
-use super::{A4Act, A4Kind, Isa, Perm};
+use super::{A4Act, A4Kind, ColumnBand, Isa, Perm, a4_rows_into_by_tile};
 
 /// Token proving AVX2, FMA and F16C are available.
 #[derive(Clone, Copy, Debug)]
@@ -153,6 +153,26 @@ forward_isa!(
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS {
                 act.packed = unsafe { avx2_int_gemm::pack(act, n_in, tokens) };
             }
+        }
+
+        fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
+            tokens >= avx2_int::GEMM_MIN_TOKENS && avx2_w4a8_gemm::can_run(act, n_in, tokens)
+        }
+
+        fn a4_rows_into(
+            self,
+            codes: &[u8],
+            scales: &[u8],
+            n_in: usize,
+            act: &A4Act,
+            scale: f32,
+            band: &mut ColumnBand<'_>,
+        ) {
+            if !self.a4_writes_columns(act, n_in, band.rows()) {
+                return a4_rows_into_by_tile(self, codes, scales, n_in, act, scale, band);
+            }
+            // SAFETY: the token exists only if `detect` found the kernel's features.
+            unsafe { avx2_w4a8_gemm::gemm(self, codes, scales, n_in, act, scale, band) }
         }
 
         fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
