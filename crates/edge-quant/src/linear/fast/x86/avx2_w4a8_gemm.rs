@@ -18,7 +18,7 @@
 //! float scaling of [`super::avx2_int_gemm`] takes 22; the kernel is bound by vector
 //! operations on Zen 3 (this VM retires about two per cycle whatever their kind). The
 //! `+128` offset of the activations is removed once per row and token afterwards
-//! ([`finish_rows`]): it adds `128·Σ_j c_j·W_j` per chunk, with `W_j` the block's
+//! ([`Offsets::apply`]): it adds `128·Σ_j c_j·W_j` per chunk, with `W_j` the block's
 //! weight sum. Rows with a block scale further below the largest, or a NaN, take the
 //! exact segment path ([`a4_rows_by_segments`]) instead.
 //!
@@ -220,39 +220,50 @@ unsafe fn decode_chunk(codes: *const u8, scales: *const i16, dst: *mut u8) -> i3
     _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32::<0b10_11_00_01>(x)))
 }
 
+/// Marks a NaN in [`E4M3_PARTS`].
+const NAN_EXPONENT: i8 = i8::MIN;
+
+/// Every E4M3 byte as `(M, X)` with value `M·2^X` and `|M| ≤ 15` (normal `(8 +
+/// m)·2^(e − 10)`, subnormal `m·2⁻⁹`); the NaNs 0x7f/0xff as [`NAN_EXPONENT`].
+const E4M3_PARTS: [(i8, i8); 256] = {
+    let mut parts = [(0i8, 0i8); 256];
+    let mut b = 0;
+    while b < 256 {
+        let (e, m) = (((b >> 3) & 0x0f) as i8, (b & 7) as i8);
+        let (mant, exp) = if e == 0 { (m, -9) } else { (8 + m, e - 10) };
+        parts[b] = match (b & 0x7f == 0x7f, b & 0x80 != 0) {
+            (true, _) => (0, NAN_EXPONENT),
+            (false, true) => (-mant, exp),
+            (false, false) => (mant, exp),
+        };
+        b += 1;
+    }
+    parts
+};
+
 /// Integer block scales of one row (`scales`: its E4M3 bytes, 16 per chunk in
 /// `c`, zero-padded): `c_j = M_j·2^(X_j − X_ref)` with `X_ref` the largest exponent
 /// less [`SCALE_BITS`]. Returns `2^X_ref`, or `None` where a block scale is NaN or a
-/// non-zero one lies below `2^X_ref` (the row then takes the exact path).
+/// non-zero one lies below `2^X_ref` (the row then takes the exact path). Branch-free
+/// table lookups: this runs once per weight block and GEMM call.
 fn decode_scales(scales: &[u8], c: &mut [i16]) -> Option<f32> {
-    // E4M3: normal (8 + m)·2^(e − 10), subnormal m·2⁻⁹; 0x7f/0xff are NaN.
-    let split = |b: u8| -> Option<(i32, i32)> {
-        if b & 0x7f == 0x7f {
-            return None;
-        }
-        let (e, m) = (i32::from((b >> 3) & 0x0f), i32::from(b & 7));
-        let (mant, exp) = if e == 0 { (m, -9) } else { (8 + m, e - 10) };
-        Some((if b & 0x80 != 0 { -mant } else { mant }, exp))
-    };
-    let mut top = i32::MIN;
+    let (mut top, mut nan) = (i32::MIN, false);
     for &b in scales {
-        let (m, x) = split(b)?;
-        if m != 0 {
-            top = top.max(x);
-        }
+        let (m, x) = E4M3_PARTS[usize::from(b)];
+        nan |= x == NAN_EXPONENT;
+        top = top.max(if m != 0 { i32::from(x) } else { i32::MIN });
     }
     let reference = if top == i32::MIN { 0 } else { top - SCALE_BITS };
+    let mut below = false;
     for (dst, &b) in c.iter_mut().zip(scales) {
-        let (m, x) = split(b)?;
-        *dst = match m {
-            0 => 0,
-            _ if x < reference => return None,
-            // |m|·2^(x − ref) ≤ 15·2¹⁰ fits.
-            _ => (m << (x - reference)) as i16,
-        };
+        let (m, x) = E4M3_PARTS[usize::from(b)];
+        let shift = i32::from(x) - reference;
+        below |= m != 0 && shift < 0;
+        // |m|·2^shift ≤ 15·2¹⁰ fits; a NaN's m is 0.
+        *dst = (i32::from(m) << shift.clamp(0, SCALE_BITS)) as i16;
     }
     c[scales.len()..].fill(0);
-    Some((reference as f32).exp2())
+    (!nan && !below).then(|| (reference as f32).exp2())
 }
 
 /// A block of rows decoded for the tile: per row and chunk, 256 weight bytes and 16
@@ -448,6 +459,7 @@ pub(super) fn gemm(
         let nr = ROW_BLOCK.min(rows - rb);
         dec.decode(&codes[rb * cb..], &scales[rb * sb..], n_in, nr);
         let fast: Vec<usize> = (0..nr).filter(|&r| dec.exact[r]).collect();
+        let offsets = Offsets::new(&dec, nr, scale);
         for t0 in (0..tokens).step_by(SLIVER_TOKENS) {
             let sliver = t0..tokens.min(t0 + SLIVER_TOKENS);
             let mut groups = fast.chunks_exact(ROW_GROUP);
@@ -458,8 +470,9 @@ pub(super) fn gemm(
             for &r in groups.remainder() {
                 tile::<1>(&dec, [r], packed, sliver.clone(), band, rb);
             }
+            // While the sliver's outputs are in L1.
+            offsets.apply(packed, sliver, band, rb);
         }
-        finish_rows(&dec, nr, packed, scale, band, rb);
         // Rows outside the integer scales' range: the exact per-block path.
         let mut y = vec![0.0; tokens];
         for r in (0..nr).filter(|&r| !dec.exact[r]) {
@@ -475,38 +488,57 @@ pub(super) fn gemm(
     }
 }
 
-/// Removes the activation offset from the tile sums of a block's `nr` rows (band
-/// columns `r0..r0 + nr`) and applies each row's factor: `y = scale·2^(X_ref − 8)·(y −
-/// Σ_c s_a[c]·corr[c])`, the 2⁻⁸ being the E4M3 scale unit of
-/// [`crate::linear::fast::Isa::a4_rows`]'s contract. Rows on the exact path are
-/// overwritten afterwards.
-fn finish_rows(
-    dec: &Decoded,
-    nr: usize,
-    act: Packed<'_>,
-    scale: f32,
-    band: &mut ColumnBand<'_>,
-    r0: usize,
-) {
-    let chunks = dec.chunks;
-    // Chunk-major corrections, so each token's pass runs along contiguous rows.
-    let mut corr = vec![0.0f32; chunks * nr];
-    for (r, row) in dec.corrections.chunks_exact(chunks).take(nr).enumerate() {
-        for (c, &k) in row.iter().enumerate() {
-            corr[c * nr + r] = k;
+/// The activation offset's share of a block's rows and their output factors.
+struct Offsets {
+    /// `128·Σ_j c_j·W_j` per chunk and row, chunk-major (so each token's pass runs
+    /// along contiguous rows).
+    corr: Vec<f32>,
+    /// `scale·2^(X_ref − 8)` per row, the 2⁻⁸ being the E4M3 scale unit of
+    /// [`crate::linear::fast::Isa::a4_rows`]'s contract.
+    factors: Vec<f32>,
+}
+
+impl Offsets {
+    fn new(dec: &Decoded, nr: usize, scale: f32) -> Self {
+        let chunks = dec.chunks;
+        let mut corr = vec![0.0f32; chunks * nr];
+        for r in 0..nr {
+            for c in 0..chunks {
+                corr[c * nr + r] = dec.corrections[r * chunks + c];
+            }
         }
+        let factors = dec.factors[..nr]
+            .iter()
+            .map(|f| f * scale / 256.0)
+            .collect();
+        Offsets { corr, factors }
     }
-    let factors: Vec<f32> = dec.factors[..nr]
-        .iter()
-        .map(|f| f * scale / 256.0)
-        .collect();
-    for t in 0..act.tokens {
-        let y = &mut band.row_mut(t)[r0..][..nr];
-        for (c, k) in corr.chunks_exact(nr).enumerate() {
-            let s = act.scales[c * act.tokens + t];
-            y.iter_mut().zip(k).for_each(|(y, &k)| *y -= s * k);
+
+    /// Finishes the tile sums of tokens `ts` in band columns `r0..r0 + nr`: `y =
+    /// factor·(y − Σ_c s_a[c]·corr[c])`. Rows on the exact path are overwritten
+    /// afterwards.
+    #[target_feature(enable = "avx2,fma")]
+    fn apply(
+        &self,
+        act: Packed<'_>,
+        ts: core::ops::Range<usize>,
+        band: &mut ColumnBand<'_>,
+        r0: usize,
+    ) {
+        let nr = self.factors.len();
+        // Loops rather than closures: closures would not inherit the target features.
+        for t in ts {
+            let y = &mut band.row_mut(t)[r0..][..nr];
+            for (c, k) in self.corr.chunks_exact(nr).enumerate() {
+                let s = act.scales[c * act.tokens + t];
+                for (y, &k) in y.iter_mut().zip(k) {
+                    *y -= s * k;
+                }
+            }
+            for (y, &f) in y.iter_mut().zip(&self.factors) {
+                *y *= f;
+            }
         }
-        y.iter_mut().zip(&factors).for_each(|(y, f)| *y *= f);
     }
 }
 
