@@ -48,6 +48,11 @@ impl Avx512 {
             && is_x86_feature_detected!("avx512vnni");
         ok.then_some(Avx512(()))
     }
+
+    /// The AVX2 token this one implies (`detect` requires `Avx2::detect`).
+    pub(crate) fn avx2(self) -> Avx2 {
+        Avx2(())
+    }
 }
 
 /// Implements [`Isa`] for a token type by forwarding to a kernel module whose functions
@@ -156,7 +161,7 @@ forward_isa!(
         }
 
         fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
-            tokens >= avx2_int::GEMM_MIN_TOKENS && avx2_w4a8_gemm::can_run(act, n_in, tokens)
+            w4a8_gemm_runs(act, n_in, tokens)
         }
 
         fn a4_rows_into(
@@ -168,11 +173,7 @@ forward_isa!(
             scale: f32,
             band: &mut ColumnBand<'_>,
         ) {
-            if !self.a4_writes_columns(act, n_in, band.rows()) {
-                return a4_rows_into_by_tile(self, codes, scales, n_in, act, scale, band);
-            }
-            // SAFETY: the token exists only if `detect` found the kernel's features.
-            unsafe { avx2_w4a8_gemm::gemm(self, codes, scales, n_in, act, scale, band) }
+            w4a8_rows_into(self, self, codes, scales, n_in, act, scale, band);
         }
 
         fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
@@ -197,8 +198,59 @@ forward_isa!(
     avx512,
     Perm::Nibble16x8,
     Perm::EvenOdd(128),
-    avx512_a4_rows
+    avx512_a4_rows,
+    {
+        // W4A8 prompts take the AVX2 integer-scale GEMM (no AVX-512 version yet; it
+        // reads the natural-order codes, so the ISA's own code order does not matter).
+        fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
+            if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
+                // SAFETY: an AVX-512 token implies the AVX2 set (`Avx512::detect`).
+                act.packed = unsafe { avx2_w4a8_gemm::pack(act, n_in, tokens) };
+            }
+        }
+
+        fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
+            w4a8_gemm_runs(act, n_in, tokens)
+        }
+
+        fn a4_rows_into(
+            self,
+            codes: &[u8],
+            scales: &[u8],
+            n_in: usize,
+            act: &A4Act,
+            scale: f32,
+            band: &mut ColumnBand<'_>,
+        ) {
+            w4a8_rows_into(self.avx2(), self, codes, scales, n_in, act, scale, band);
+        }
+    }
 );
+
+/// Whether the W4A8 prompt GEMM runs on `act` (see [`Isa::a4_writes_columns`]).
+fn w4a8_gemm_runs(act: &A4Act, n_in: usize, tokens: usize) -> bool {
+    tokens >= avx2_int::GEMM_MIN_TOKENS && avx2_w4a8_gemm::can_run(act, n_in, tokens)
+}
+
+/// [`Isa::a4_rows_into`] of the ISAs with the AVX2 set (the `Avx2` token proves it):
+/// the W4A8 prompt GEMM where it runs, else the tile default.
+#[allow(clippy::too_many_arguments)]
+fn w4a8_rows_into<I: Isa>(
+    _: Avx2,
+    isa: I,
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    scale: f32,
+    band: &mut ColumnBand<'_>,
+) {
+    if !w4a8_gemm_runs(act, n_in, band.rows()) {
+        return a4_rows_into_by_tile(isa, codes, scales, n_in, act, scale, band);
+    }
+    // SAFETY: the `Avx2` token exists only if `detect` found AVX2, FMA and F16C.
+    unsafe { avx2_w4a8_gemm::gemm(isa, codes, scales, n_in, act, scale, band) }
+}
 
 /// AVX-512 integer (W4A4 / W4A8) rows: the segment loop over `decode_w4` and `dot_a4`
 /// (no fused kernel for this ISA yet), compiled with its features.
