@@ -32,6 +32,11 @@ impl Avx2 {
             && is_x86_feature_detected!("f16c");
         ok.then_some(Avx2(()))
     }
+
+    /// This token, as the proof of the AVX2 set that [`Avx512::avx2`] also gives.
+    pub(crate) fn avx2(self) -> Avx2 {
+        self
+    }
 }
 
 /// Token proving AVX-512 F/BW/VL/VNNI (and the AVX2 set) are available.
@@ -53,6 +58,27 @@ impl Avx512 {
     pub(crate) fn avx2(self) -> Avx2 {
         Avx2(())
     }
+}
+
+/// The W4A8 prompt-GEMM methods of [`Isa`] for a token with an `avx2()` proof.
+macro_rules! w4a8_gemm_methods {
+    () => {
+        fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
+            w4a8_gemm_runs(act, n_in, tokens)
+        }
+
+        fn a4_rows_into(
+            self,
+            codes: &[u8],
+            scales: &[u8],
+            n_in: usize,
+            act: &A4Act,
+            scale: f32,
+            band: &mut ColumnBand<'_>,
+        ) {
+            w4a8_rows_into(self.avx2(), self, codes, scales, n_in, act, scale, band);
+        }
+    };
 }
 
 /// Implements [`Isa`] for a token type by forwarding to a kernel module whose functions
@@ -160,21 +186,7 @@ forward_isa!(
             }
         }
 
-        fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
-            w4a8_gemm_runs(act, n_in, tokens)
-        }
-
-        fn a4_rows_into(
-            self,
-            codes: &[u8],
-            scales: &[u8],
-            n_in: usize,
-            act: &A4Act,
-            scale: f32,
-            band: &mut ColumnBand<'_>,
-        ) {
-            w4a8_rows_into(self, self, codes, scales, n_in, act, scale, band);
-        }
+        w4a8_gemm_methods!();
 
         fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
             // SAFETY: the token exists only if `detect` found the kernel's features.
@@ -209,21 +221,7 @@ forward_isa!(
             }
         }
 
-        fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
-            w4a8_gemm_runs(act, n_in, tokens)
-        }
-
-        fn a4_rows_into(
-            self,
-            codes: &[u8],
-            scales: &[u8],
-            n_in: usize,
-            act: &A4Act,
-            scale: f32,
-            band: &mut ColumnBand<'_>,
-        ) {
-            w4a8_rows_into(self.avx2(), self, codes, scales, n_in, act, scale, band);
-        }
+        w4a8_gemm_methods!();
     }
 );
 
