@@ -1,4 +1,4 @@
-//! The bf16-activation GEMM used for prompts ([`ActivationQuant::Bf16`] with several
+//! The bf16-activation GEMM used for prompts ([`crate::linear::ActivationQuant::Bf16`] with several
 //! tokens): activations and weights are packed as bf16 pairs and a register-blocked
 //! micro-kernel ([`Bf16Kernel`]) multiplies [`MR`] tokens by [`NR`] outputs at a time.
 //!

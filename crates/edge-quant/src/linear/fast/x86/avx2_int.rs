@@ -394,7 +394,7 @@ fn needs_exact_path(scales: &[u8]) -> bool {
 }
 
 /// The low 8 E4M3 bytes of `v`, none negative or NaN, as f16 bit patterns of
-/// `e4m3(b) · 2⁻⁸`: [`e4m3_to_f16x8`] without its sign fix, two vector operations
+/// `e4m3(b) · 2⁻⁸`: [`super::avx2::e4m3_to_f16x8`] without its sign fix, two vector operations
 /// fewer per 8 blocks of a row in the decode kernels, which are bound by vector
 /// operations.
 #[inline]
