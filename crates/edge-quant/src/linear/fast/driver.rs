@@ -251,15 +251,19 @@ fn run<I: Isa>(
         .iter()
         .map(|l| (l.out_features(), l.in_features()))
         .collect();
-    // Prompt kernels that finish each output in one pass write it in place.
-    let direct: Vec<bool> = layers
-        .iter()
-        .zip(&act_of)
-        .map(|(lin, &a)| match &acts[a] {
-            Act::A4(act, _) => isa.a4_writes_columns(act, lin.in_features(), tokens),
-            Act::F32(_) => false,
-        })
-        .collect();
+    // Prompt kernels that finish each output in one pass write it in place (one token
+    // has no tiles to transpose: nothing to decide, nothing allocated).
+    let mut direct: Vec<bool> = Vec::new();
+    if tokens > 1 {
+        direct = layers
+            .iter()
+            .zip(&act_of)
+            .map(|(lin, &a)| match &acts[a] {
+                Act::A4(act, _) => isa.a4_writes_columns(act, lin.in_features(), tokens),
+                Act::F32(_) => false,
+            })
+            .collect();
+    }
     row_tiles_many(
         isa,
         &shapes,
@@ -311,7 +315,8 @@ enum RowsOut<'a> {
 
 /// Splits the output rows of layers with `shapes[i] = (n_out, n_in)` into rayon tasks
 /// of one parallel loop: `task(i, r0, out)` fills rows `r0..r0 + rows` of layer `i`
-/// (tasks own disjoint rows). For several tokens, layers with `direct[i]` get their
+/// (tasks own disjoint rows). For several tokens, layers with `direct[i]` (read only
+/// then) get their
 /// columns of `outs[i]` (`[tokens, n_out]`); the others fill row-major `[rows, tokens]`
 /// tiles, which are then transposed into `outs[i]`. For one token the tiles are the
 /// outputs themselves.
@@ -352,15 +357,20 @@ fn row_tiles_many<I: Isa>(
         })
     };
     let transposes = |i: usize| tokens > 1 && !direct[i];
-    let mut transposed: Vec<Vec<f32>> = (0..shapes.len())
-        .map(|i| match transposes(i) {
-            true => vec![0.0; shapes[i].0 * tokens],
-            false => Vec::new(),
-        })
-        .collect();
+    // No buffers (and no allocation) for one token, where the tiles are the outputs.
+    let mut transposed: Vec<Vec<f32>> = Vec::new();
+    if tokens > 1 {
+        transposed = (0..shapes.len())
+            .map(|i| match transposes(i) {
+                true => vec![0.0; shapes[i].0 * tokens],
+                false => Vec::new(),
+            })
+            .collect();
+    }
+    let mut buffers = transposed.iter_mut();
     let mut tasks = Vec::new();
-    let layers = shapes.iter().zip(outs.iter_mut()).zip(&mut transposed);
-    for (i, ((shape, out), buf)) in layers.enumerate() {
+    for (i, (shape, out)) in shapes.iter().zip(outs.iter_mut()).enumerate() {
+        let buf = buffers.next();
         if tokens > 1 && direct[i] {
             let bands = ColumnBand::split(out, shape.0, ranges(shape));
             tasks.extend(
@@ -371,7 +381,10 @@ fn row_tiles_many<I: Isa>(
             );
             continue;
         }
-        let mut rest: &mut [f32] = if transposes(i) { buf } else { out };
+        let mut rest: &mut [f32] = match buf {
+            Some(buf) if transposes(i) => buf,
+            _ => out,
+        };
         for rows in ranges(shape) {
             let (tile, tail) = rest.split_at_mut(rows.len() * tokens);
             tasks.push((i, rows.start, RowsOut::Tile(tile)));
