@@ -5,10 +5,9 @@
 use super::band::ColumnBand;
 use super::gemm::{self, GEMM_MIN_TOKENS, PortableKernel};
 use super::prepare::{Act, prepare, same_activations};
-use super::{Isa, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
+use super::{Isa, Nvfp4Rows, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
 use crate::error::{QuantError, Result};
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
-use crate::nvfp4::BLOCK;
 use edge_core::par;
 
 /// Multiply-adds below which a task is not worth sending to another thread.
@@ -166,9 +165,8 @@ fn run_gemv(kernel: super::x86::Bf16Gemv, lin: &Linear, x: &[f32], tokens: usize
                 kernel.bf16_rows(w, n_in, &xs, tokens, tile);
             }
             LinearWeight::Nvfp4(t) => {
-                let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
-                let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
-                kernel.nvfp4_rows(codes, scales, n_in, &xs, tokens, tile);
+                let w = Nvfp4Rows::of(t, r0, rows);
+                kernel.nvfp4_rows(w.codes, w.scales, n_in, &xs, tokens, tile);
                 let scale = t.global_scale() * 256.0;
                 tile.iter_mut().for_each(|y| *y *= scale);
             }
@@ -439,11 +437,8 @@ fn compute_columns<I: Isa>(
     let (LinearWeight::Nvfp4(t), Act::A4(a, factor)) = (lin.weight(), act) else {
         unreachable!("only integer NVFP4 layers write columns (`Isa::a4_writes_columns`)");
     };
-    let n_in = lin.in_features();
-    let rows = band.width();
-    let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
-    let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
-    isa.a4_rows_into(codes, scales, n_in, a, factor * t.global_scale(), band);
+    let w = Nvfp4Rows::of(t, r0, band.width());
+    isa.a4_rows_into(w, a, factor * t.global_scale(), band);
 }
 
 /// Runs `row(r, acc)` for each row of `tile` (`[rows, tokens]`, first row `r0`) and
@@ -520,10 +515,8 @@ fn compute_rows<I: Isa>(
     };
     match (lin.weight(), act) {
         (LinearWeight::Nvfp4(t), Act::F32(xs)) => {
-            let rows = tile.len() / tokens;
-            let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
-            let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
-            isa.nvfp4_rows(codes, scales, n_in, xs, tokens, tile, &mut buf);
+            let w = Nvfp4Rows::of(t, r0, tile.len() / tokens);
+            isa.nvfp4_rows(w.codes, w.scales, n_in, xs, tokens, tile, &mut buf);
             let scale = t.global_scale() * 256.0;
             tile.iter_mut().for_each(|y| *y *= scale);
         }
@@ -560,10 +553,8 @@ fn compute_rows<I: Isa>(
             }
         }),
         (LinearWeight::Nvfp4(t), Act::A4(a, factor)) => {
-            let rows = tile.len() / tokens;
-            let codes = &t.codes()[r0 * n_in / 2..][..rows * n_in / 2];
-            let scales = &t.scales()[r0 * n_in / BLOCK..][..rows * n_in / BLOCK];
-            isa.a4_rows(codes, scales, n_in, a, tokens, tile);
+            let w = Nvfp4Rows::of(t, r0, tile.len() / tokens);
+            isa.a4_rows(w.codes, w.scales, n_in, a, tokens, tile);
             let scale = factor * t.global_scale();
             tile.iter_mut().for_each(|y| *y *= scale);
         }

@@ -223,6 +223,28 @@ pub(crate) struct A4Act {
     pub packed: Vec<u32>,
 }
 
+/// Whole rows of an NVFP4 weight: their packed E2M1 codes (`n_in/2` bytes per row) and
+/// E4M3 block scales (`n_in/16` per row).
+#[derive(Clone, Copy)]
+pub(crate) struct Nvfp4Rows<'a> {
+    pub codes: &'a [u8],
+    pub scales: &'a [u8],
+    pub n_in: usize,
+}
+
+impl<'a> Nvfp4Rows<'a> {
+    /// Rows `r0..r0 + rows` of `t`.
+    pub(crate) fn of(t: &'a crate::Nvfp4Tensor, r0: usize, rows: usize) -> Self {
+        let n_in = t.cols();
+        Nvfp4Rows {
+            codes: &t.codes()[r0 * n_in / 2..][..rows * n_in / 2],
+            scales: &t.scales()[r0 * n_in / crate::nvfp4::BLOCK..]
+                [..rows * n_in / crate::nvfp4::BLOCK],
+            n_in,
+        }
+    }
+}
+
 /// One instruction set's kernels. Implementors are zero-sized tokens whose existence
 /// proves the CPU supports the instructions (see each `detect`).
 ///
@@ -352,16 +374,8 @@ pub(crate) trait Isa: Copy + Send + Sync {
     /// [`Isa::a4_rows`] for the `band.width()` given rows and `band.rows()` tokens,
     /// times `scale`, written into the rows' output columns: `band.row_mut(t)[r] =
     /// scale · Σ_g …`. The default runs [`Isa::a4_rows`] into a tile and copies it.
-    fn a4_rows_into(
-        self,
-        codes: &[u8],
-        scales: &[u8],
-        n_in: usize,
-        act: &A4Act,
-        scale: f32,
-        band: &mut ColumnBand<'_>,
-    ) {
-        a4_rows_into_by_tile(self, codes, scales, n_in, act, scale, band);
+    fn a4_rows_into(self, w: Nvfp4Rows<'_>, act: &A4Act, scale: f32, band: &mut ColumnBand<'_>) {
+        a4_rows_into_by_tile(self, w, act, scale, band);
     }
 
     /// `acc[t] += Σ_g wsc[g] · sfa[t][g] · Σ_{k∈g} (wq[k] − 12) · qa[t][k]`.
@@ -382,16 +396,14 @@ pub(crate) trait Isa: Copy + Send + Sync {
 /// The default [`Isa::a4_rows_into`]: [`Isa::a4_rows`] into a tile, then copied.
 pub(crate) fn a4_rows_into_by_tile<I: Isa>(
     isa: I,
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
+    w: Nvfp4Rows<'_>,
     act: &A4Act,
     scale: f32,
     band: &mut ColumnBand<'_>,
 ) {
     let tokens = band.rows();
     let mut tile = vec![0.0; band.width() * tokens];
-    isa.a4_rows(codes, scales, n_in, act, tokens, &mut tile);
+    isa.a4_rows(w.codes, w.scales, w.n_in, act, tokens, &mut tile);
     for t in 0..tokens {
         for (r, y) in band.row_mut(t).iter_mut().enumerate() {
             *y = scale * tile[r * tokens + t];

@@ -174,7 +174,12 @@ fn a4_rows_into_writes_scaled_columns() {
     let width = rows + 3;
     let mut m = vec![-1.0f32; tokens * width];
     let mut bands = ColumnBand::split(&mut m, width, std::iter::once(2..2 + rows));
-    portable::Portable.a4_rows_into(&codes, &scales, n, &act, 2.0, &mut bands[0]);
+    let w = Nvfp4Rows {
+        codes: &codes,
+        scales: &scales,
+        n_in: n,
+    };
+    portable::Portable.a4_rows_into(w, &act, 2.0, &mut bands[0]);
     drop(bands);
     for t in 0..tokens {
         for c in 0..width {

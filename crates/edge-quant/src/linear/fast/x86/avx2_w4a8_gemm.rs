@@ -31,7 +31,7 @@
 //! tile to transpose (that transpose, its zeroed buffer and a scaling pass took 14% of a
 //! 512-token prefill).
 
-use super::super::{A4Act, A4Kind, ColumnBand, Isa, a4_rows_by_segments};
+use super::super::{A4Act, A4Kind, ColumnBand, Isa, Nvfp4Rows, a4_rows_by_segments};
 use crate::int8;
 use core::arch::x86_64::*;
 
@@ -431,20 +431,23 @@ fn hsum(v: __m256) -> f32 {
 }
 
 /// W4A8 rows for many tokens (see [`crate::linear::fast::Isa::a4_rows_into`]): the
-/// band's `band.width()` rows for its `band.rows()` tokens, times `scale`, into the
+/// band's `band.width()` rows `w` for its `band.rows()` tokens, times `scale`, into the
 /// band. `act` must hold [`pack`]'s layout ([`can_run`]); `isa` (whose `A4_PERM`
 /// ordered `act.qa`) runs the exact-path rows. The CPU must support AVX2, FMA and
 /// F16C (every [`Isa`] token that can prepare such activations proves it).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn gemm<I: Isa>(
     isa: I,
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
+    w: Nvfp4Rows<'_>,
     act: &A4Act,
     scale: f32,
     band: &mut ColumnBand<'_>,
 ) {
+    let Nvfp4Rows {
+        codes,
+        scales,
+        n_in,
+    } = w;
     let (rows, tokens) = (band.width(), band.rows());
     let chunks = n_in.div_ceil(CHUNK);
     let (bytes, act_scales) = act.packed.split_at(tokens * chunks * CHUNK_BYTES / 4);

@@ -18,7 +18,7 @@ mod f32_gemm;
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
 
-use super::{A4Act, A4Kind, ColumnBand, Isa, Perm, a4_rows_into_by_tile};
+use super::{A4Act, A4Kind, ColumnBand, Isa, Nvfp4Rows, Perm, a4_rows_into_by_tile};
 
 /// Token proving AVX2, FMA and F16C are available.
 #[derive(Clone, Copy, Debug)]
@@ -69,14 +69,12 @@ macro_rules! w4a8_gemm_methods {
 
         fn a4_rows_into(
             self,
-            codes: &[u8],
-            scales: &[u8],
-            n_in: usize,
+            w: Nvfp4Rows<'_>,
             act: &A4Act,
             scale: f32,
             band: &mut ColumnBand<'_>,
         ) {
-            w4a8_rows_into(self.avx2(), self, codes, scales, n_in, act, scale, band);
+            w4a8_rows_into(self.avx2(), self, w, act, scale, band);
         }
     };
 }
@@ -232,22 +230,19 @@ fn w4a8_gemm_runs(act: &A4Act, n_in: usize, tokens: usize) -> bool {
 
 /// [`Isa::a4_rows_into`] of the ISAs with the AVX2 set (the `Avx2` token proves it):
 /// the W4A8 prompt GEMM where it runs, else the tile default.
-#[allow(clippy::too_many_arguments)]
 fn w4a8_rows_into<I: Isa>(
     _: Avx2,
     isa: I,
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
+    w: Nvfp4Rows<'_>,
     act: &A4Act,
     scale: f32,
     band: &mut ColumnBand<'_>,
 ) {
-    if !w4a8_gemm_runs(act, n_in, band.rows()) {
-        return a4_rows_into_by_tile(isa, codes, scales, n_in, act, scale, band);
+    if !w4a8_gemm_runs(act, w.n_in, band.rows()) {
+        return a4_rows_into_by_tile(isa, w, act, scale, band);
     }
     // SAFETY: the `Avx2` token exists only if `detect` found AVX2, FMA and F16C.
-    unsafe { avx2_w4a8_gemm::gemm(isa, codes, scales, n_in, act, scale, band) }
+    unsafe { avx2_w4a8_gemm::gemm(isa, w, act, scale, band) }
 }
 
 /// AVX-512 integer (W4A4 / W4A8) rows: the segment loop over `decode_w4` and `dot_a4`
