@@ -59,7 +59,7 @@ enum Format {
     Nvfp4W4a8,
     /// W4A8 with block scales as a checkpoint has them: non-negative, within a few
     /// binades in most rows (the integer-scale path of the prompt GEMM) and some zero;
-    /// every fifth row has arbitrary scales (the GEMM's exact fallback).
+    /// every fifth row has arbitrary scales (the GEMM's per-block fallback).
     Nvfp4W4a8Checkpoint,
 }
 
@@ -215,7 +215,7 @@ proptest! {
     }
 
     /// The W4A8 prompt GEMM with integer block scales: token slivers (32) and row
-    /// blocks (64) crossed, partial 256-input chunks, exact-path rows mixed in.
+    /// blocks (64) crossed, partial 256-input chunks, per-block rows mixed in.
     #[test]
     fn nvfp4_w4a8_checkpoint_scales_match_reference(tokens in 1usize..=40,
                                                     out in 1usize..=150,

@@ -314,10 +314,9 @@ enum RowsOut<'a> {
 /// Splits the output rows of layers with `shapes[i] = (n_out, n_in)` into rayon tasks
 /// of one parallel loop: `task(i, r0, out)` fills rows `r0..r0 + rows` of layer `i`
 /// (tasks own disjoint rows). For several tokens, layers with `direct[i]` (read only
-/// then) get their
-/// columns of `outs[i]` (`[tokens, n_out]`); the others fill row-major `[rows, tokens]`
-/// tiles, which are then transposed into `outs[i]`. For one token the tiles are the
-/// outputs themselves.
+/// then) get their columns of `outs[i]` (`[tokens, n_out]`); the others fill row-major
+/// `[rows, tokens]` tiles, which are then transposed into `outs[i]`. For one token the
+/// tiles are the outputs themselves.
 fn row_tiles_many<I: Isa>(
     isa: I,
     shapes: &[(usize, usize)],

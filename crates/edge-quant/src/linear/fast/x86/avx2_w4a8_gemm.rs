@@ -20,7 +20,7 @@
 //! `+128` offset of the activations is removed once per row and token afterwards
 //! ([`Offsets::apply`]): it adds `128·Σ_j c_j·W_j` per chunk, with `W_j` the block's
 //! weight sum. Rows with a block scale further below the largest, or a NaN, take the
-//! exact segment path ([`a4_rows_by_segments`]) instead.
+//! per-block segment path ([`a4_rows_by_segments`]) instead (exact as well, only slower).
 //!
 //! Blocking: rows are decoded [`ROW_BLOCK`] at a time over all their inputs (kept in
 //! L2), the tokens pass in slivers of [`SLIVER_TOKENS`] (their activations stay in
@@ -243,7 +243,7 @@ const E4M3_PARTS: [(i8, i8); 256] = {
 /// Integer block scales of one row (`scales`: its E4M3 bytes, 16 per chunk in
 /// `c`, zero-padded): `c_j = M_j·2^(X_j − X_ref)` with `X_ref` the largest exponent
 /// less [`SCALE_BITS`]. Returns `2^X_ref`, or `None` where a block scale is NaN or a
-/// non-zero one lies below `2^X_ref` (the row then takes the exact path). Branch-free
+/// non-zero one lies below `2^X_ref` (the row then takes the per-block path). Branch-free
 /// table lookups: this runs once per weight block and GEMM call.
 fn decode_scales(scales: &[u8], c: &mut [i16]) -> Option<f32> {
     let (mut top, mut nan) = (i32::MIN, false);
@@ -274,7 +274,7 @@ struct Decoded {
     scales: Vec<i16>,
     corrections: Vec<f32>,
     factors: Vec<f32>,
-    exact: Vec<bool>,
+    integer: Vec<bool>,
 }
 
 impl Decoded {
@@ -285,7 +285,7 @@ impl Decoded {
             scales: vec![0; rows * chunks * BLOCKS],
             corrections: vec![0.0; rows * chunks],
             factors: vec![0.0; rows],
-            exact: vec![false; rows],
+            integer: vec![false; rows],
         }
     }
 
@@ -299,10 +299,10 @@ impl Decoded {
             let scales = &scales[r * sb..][..sb];
             let cs = &mut self.scales[r * chunks * BLOCKS..][..chunks * BLOCKS];
             let Some(factor) = decode_scales(scales, cs) else {
-                self.exact[r] = false;
+                self.integer[r] = false;
                 continue;
             };
-            self.exact[r] = true;
+            self.integer[r] = true;
             self.factors[r] = factor;
             let codes = &codes[r * cb..][..cb];
             let w = &mut self.weights[r * chunks * CHUNK_BYTES..][..chunks * CHUNK_BYTES];
@@ -433,7 +433,7 @@ fn hsum(v: __m256) -> f32 {
 /// W4A8 rows for many tokens (see [`crate::linear::fast::Isa::a4_rows_into`]): the
 /// band's `band.width()` rows `w` for its `band.rows()` tokens, times `scale`, into the
 /// band. `act` must hold [`pack`]'s layout ([`can_run`]); `isa` (whose `A4_PERM`
-/// ordered `act.qa`) runs the exact-path rows. The CPU must support AVX2, FMA and
+/// ordered `act.qa`) runs the per-block rows. The CPU must support AVX2, FMA and
 /// F16C (every [`Isa`] token that can prepare such activations proves it).
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) fn gemm<I: Isa>(
@@ -462,7 +462,7 @@ pub(super) fn gemm<I: Isa>(
     for rb in (0..rows).step_by(ROW_BLOCK) {
         let nr = ROW_BLOCK.min(rows - rb);
         dec.decode(&codes[rb * cb..], &scales[rb * sb..], n_in, nr);
-        let fast: Vec<usize> = (0..nr).filter(|&r| dec.exact[r]).collect();
+        let fast: Vec<usize> = (0..nr).filter(|&r| dec.integer[r]).collect();
         let offsets = Offsets::new(&dec, nr, scale);
         for t0 in (0..tokens).step_by(SLIVER_TOKENS) {
             let sliver = t0..tokens.min(t0 + SLIVER_TOKENS);
@@ -477,9 +477,9 @@ pub(super) fn gemm<I: Isa>(
             // While the sliver's outputs are in L1.
             offsets.apply(packed, sliver, band, rb);
         }
-        // Rows outside the integer scales' range: the exact per-block path.
+        // Rows outside the integer scales' range: the per-block path.
         let mut y = vec![0.0; tokens];
-        for r in (0..nr).filter(|&r| !dec.exact[r]) {
+        for r in (0..nr).filter(|&r| !dec.integer[r]) {
             let (c, s) = (
                 &codes[(rb + r) * cb..][..cb],
                 &scales[(rb + r) * sb..][..sb],
@@ -519,7 +519,7 @@ impl Offsets {
     }
 
     /// Finishes the tile sums of tokens `ts` in band columns `r0..r0 + nr`: `y =
-    /// factor·(y − Σ_c s_a[c]·corr[c])`. Rows on the exact path are overwritten
+    /// factor·(y − Σ_c s_a[c]·corr[c])`. Rows on the per-block path are overwritten
     /// afterwards.
     #[target_feature(enable = "avx2,fma")]
     fn apply(
@@ -580,7 +580,7 @@ mod tests {
         // Largest exponent 5, so X_ref = −5: 1.0 = 8·2⁻³ → 8·2² = 32.
         assert_eq!(decode_scales(&scales[..2], &mut c), Some(2f32.powi(-5)));
         assert_eq!(&c[..3], &[32, 14 << 10, 0]);
-        // The subnormal (1·2⁻⁹) lies 14 binades below 448: exact path.
+        // The subnormal (1·2⁻⁹) lies 14 binades below 448: per-block path.
         assert_eq!(decode_scales(&scales[..3], &mut c), None);
         // Without 448: X_ref = −3 − 10 = −13; zero stays zero, signs carry over.
         let small = [scales[0], scales[2], scales[3], scales[4]];
@@ -589,7 +589,7 @@ mod tests {
         // All zero: every integer scale is zero.
         assert_eq!(decode_scales(&[0, 0x80], &mut c), Some(1.0));
         assert_eq!(&c[..2], &[0, 0]);
-        // NaN (either sign): exact path.
+        // NaN (either sign): per-block path.
         assert_eq!(decode_scales(&[scales[0], 0x7f], &mut c), None);
         assert_eq!(decode_scales(&[0xff], &mut c), None);
     }
