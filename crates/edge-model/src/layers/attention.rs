@@ -4,7 +4,7 @@
 use super::attention_block::{KvView, Queries, attend_queries};
 use super::norm::{Gate, gate_in_place, rms_norm_zero_centred};
 use super::rope::Rope;
-use super::simd::{axpy, dispatch, dot, exp};
+use super::simd::{axpy, dispatch, dot, weight_exp};
 use crate::Result;
 use crate::state::AttentionState;
 use edge_core::par;
@@ -183,7 +183,7 @@ fn attend_body(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f3
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for s in scores.iter_mut() {
-        *s = exp(*s - max);
+        *s = weight_exp(*s - max);
         sum += *s;
     }
     out.fill(0.0);

@@ -2,7 +2,7 @@
 //! of [`QUERY_BLOCK`] queries, scores and the weighted value sum are two small matmuls
 //! ([`matmul_acc`]) instead of one dot product and one axpy per visible key.
 
-use super::simd::{dispatch, exp, matmul_acc};
+use super::simd::{dispatch, matmul_acc, weight_exp};
 
 /// Queries per block: the score block is `visible keys × QUERY_BLOCK` floats.
 pub const QUERY_BLOCK: usize = 32;
@@ -86,7 +86,7 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         for (s, row) in scores.chunks_exact_mut(qb).enumerate() {
             for (i, x) in row.iter_mut().enumerate() {
                 *x = if s < visible(i) {
-                    exp(*x - max[i])
+                    weight_exp(*x - max[i])
                 } else {
                     0.0
                 };

@@ -1,7 +1,9 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
-use crate::layers::simd::{Structure, axpy, dispatch, exp, matmul_acc, matmul_acc_structured};
+use crate::layers::simd::{
+    Structure, axpy, dispatch, flush_negligible, matmul_acc, matmul_acc_structured, weight_exp,
+};
 
 /// One head's inputs over `len` tokens: `q` and `k` `[len, dk]` (already L2-normalised,
 /// `q` scaled by `1/√dk`), `v` `[len, dv]`, `beta` and `g` `[len]`.
@@ -41,7 +43,7 @@ fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
     for t in 0..inp.beta.len() {
         let (q, k) = (&inp.q[t * dk..][..dk], &inp.k[t * dk..][..dk]);
         let v = &inp.v[t * dv..][..dv];
-        let decay = inp.g[t].exp();
+        let decay = weight_exp(inp.g[t]);
         let o = &mut out[t * dv..][..dv];
         sk.fill(0.0);
         o.fill(0.0);
@@ -58,7 +60,7 @@ fn recurrent_body(inp: &HeadInputs, state: &mut [f32], out: &mut [f32]) {
         }
         for (row, &ki) in state.chunks_exact_mut(dv).zip(k) {
             for (s, &d) in row.iter_mut().zip(sk.iter()) {
-                *s = decay * *s + ki * d;
+                *s = flush_negligible(decay * *s + ki * d);
             }
         }
     }
@@ -165,7 +167,7 @@ impl ChunkScratch {
         let dmat = &mut self.decay[..n * n];
         for r in 0..n {
             for s in 0..=r {
-                dmat[r * n + s] = exp(gamma[r] - gamma[s]);
+                dmat[r * n + s] = weight_exp(gamma[r] - gamma[s]);
             }
         }
         let dmat = &self.decay[..n * n];
@@ -194,7 +196,7 @@ impl ChunkScratch {
         let t = &mut self.t;
         for r in 0..n {
             for s in 0..r {
-                t[r * CHUNK + s] = -beta[r] * gram[r * n + s] * decay(r, s);
+                t[r * CHUNK + s] = flush_negligible(-beta[r] * gram[r * n + s] * decay(r, s));
             }
         }
         for i in 1..n {
@@ -214,7 +216,7 @@ impl ChunkScratch {
                 t[r * CHUNK + s] = 0.0;
             }
             for s in 0..=r {
-                t[r * CHUNK + s] *= beta[s];
+                t[r * CHUNK + s] = flush_negligible(t[r * CHUNK + s] * beta[s]);
             }
         }
         // U = T diag(β) V, then W = T diag(β e^γ) K.
@@ -230,11 +232,11 @@ impl ChunkScratch {
         );
         let mut exp_gamma = [0.0f32; CHUNK];
         for (e, &g) in exp_gamma.iter_mut().zip(gamma) {
-            *e = g.exp();
+            *e = weight_exp(g);
         }
         for r in 0..n {
             for s in 0..=r {
-                t[r * CHUNK + s] *= exp_gamma[s];
+                t[r * CHUNK + s] = flush_negligible(t[r * CHUNK + s] * exp_gamma[s]);
             }
         }
         w.fill(0.0);
@@ -254,7 +256,7 @@ impl ChunkScratch {
         out.fill(0.0);
         matmul_acc::<64>((n, dv, dk), 1.0, q, (dk, 1), state, dv, out, dv);
         for (o, &eg) in out.chunks_exact_mut(dv).zip(&exp_gamma) {
-            o.iter_mut().for_each(|x| *x *= eg);
+            o.iter_mut().for_each(|x| *x = flush_negligible(*x * eg));
         }
         gram.fill(0.0);
         // Masked to the diagonal and below just after.
@@ -269,7 +271,7 @@ impl ChunkScratch {
         for r in 0..n {
             for s in 0..n {
                 gram[r * n + s] = if s <= r {
-                    gram[r * n + s] * decay(r, s)
+                    flush_negligible(gram[r * n + s] * decay(r, s))
                 } else {
                     0.0
                 };
@@ -285,12 +287,14 @@ impl ChunkScratch {
         );
         // S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V'.
         let last = gamma[n - 1];
-        let el = last.exp();
-        state.iter_mut().for_each(|x| *x *= el);
+        let el = weight_exp(last);
+        state
+            .iter_mut()
+            .for_each(|x| *x = flush_negligible(*x * el));
         for (s, (kd, ks)) in w.chunks_exact_mut(dk).zip(k.chunks_exact(dk)).enumerate() {
-            let f = (last - gamma[s]).exp();
+            let f = weight_exp(last - gamma[s]);
             for (d, &x) in kd.iter_mut().zip(ks) {
-                *d = x * f;
+                *d = flush_negligible(x * f);
             }
         }
         matmul_acc::<64>((dk, dv, n), 1.0, w, (1, dk), vnew, dv, state, dv);
@@ -315,6 +319,83 @@ mod tests {
             r.iter_mut().for_each(|v| *v *= scale);
         }
         x
+    }
+
+    /// A head forgetting fast (`g` about −2 per token with a few −90 steps, so a chunk's
+    /// decays span e^−300 and lower):
+    /// the chunked and token paths still agree, and neither leaves a subnormal in the
+    /// state or the outputs (each would cost a microcode assist per vector operation on
+    /// Intel cores, see [`crate::layers::simd::NEGLIGIBLE`]).
+    #[test]
+    fn fast_forgetting_heads_stay_clear_of_subnormals() {
+        let (len, dk, dv) = (130, 8, 6);
+        let mut seed = 11;
+        let q = normalised(len, dk, &mut seed, 1.0 / (dk as f32).sqrt());
+        let k = normalised(len, dk, &mut seed, 1.0);
+        let v: Vec<f32> = (0..len * dv).map(|_| lcg(&mut seed) * 1e-3).collect();
+        // Weak writes (some nearly none, as a gate deep in its sigmoid's tail gives) and
+        // steady decay: products of decay factors near 2⁻⁶⁰ with small β·k·k, and a few
+        // huge steps.
+        let beta: Vec<f32> = (0..len)
+            .map(|i| (lcg(&mut seed) + 0.5) * if i % 13 == 3 { 1e-25 } else { 0.02 })
+            .collect();
+        let g: Vec<f32> = (0..len)
+            .map(|i| {
+                if i % 29 == 5 {
+                    -90.0
+                } else {
+                    (lcg(&mut seed) - 1.5) * 1.5
+                }
+            })
+            .collect();
+        let inp = HeadInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            beta: &beta,
+            g: &g,
+            dk,
+            dv,
+        };
+        let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed) * 1e-3).collect();
+        let (mut s1, mut s2) = (init.clone(), init);
+        let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);
+        let subnormals = |x: &[f32]| x.iter().filter(|v| v.is_subnormal()).count();
+        recurrent(&inp, &mut s1, &mut o1);
+        assert_eq!(subnormals(&s1) + subnormals(&o1), 0);
+        // `chunked` by hand, to look at every intermediate of every chunk.
+        let mut scratch = ChunkScratch::new(dk, dv);
+        for start in (0..len).step_by(CHUNK) {
+            let n = CHUNK.min(len - start);
+            let out = &mut o2[start * dv..][..n * dv];
+            scratch.run(&inp, start, n, &mut s2, out);
+            let ChunkScratch {
+                t,
+                gram,
+                decay,
+                u,
+                w,
+                vnew,
+                row,
+                ..
+            } = &scratch;
+            for (what, x) in [
+                ("T", t),
+                ("gram", gram),
+                ("decay", decay),
+                ("U", u),
+                ("W", w),
+                ("V'", vnew),
+                ("row", row),
+                ("state", &s2),
+                ("out", &out.to_vec()),
+            ] {
+                assert_eq!(subnormals(x), 0, "subnormals in {what} at chunk {start}");
+            }
+        }
+        for (a, b) in o1.iter().zip(&o2).chain(s1.iter().zip(&s2)) {
+            assert!((a - b).abs() <= 1e-6 + 1e-4 * a.abs(), "{a} vs {b}");
+        }
     }
 
     #[test]
