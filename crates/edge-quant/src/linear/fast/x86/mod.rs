@@ -9,11 +9,11 @@ mod avx2;
 mod avx2_bf16;
 mod avx2_int;
 mod avx2_int_gemm;
-mod avx2_w4a8_gemm;
 mod avx512;
 mod bf16_gemm;
 mod bf16_gemv;
 mod f32_gemm;
+mod w4a8_gemm;
 
 pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
@@ -31,11 +31,6 @@ impl Avx2 {
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c");
         ok.then_some(Avx2(()))
-    }
-
-    /// This token, as the proof of the AVX2 set that [`Avx512::avx2`] also gives.
-    pub(crate) fn avx2(self) -> Avx2 {
-        self
     }
 }
 
@@ -60,7 +55,8 @@ impl Avx512 {
     }
 }
 
-/// The W4A8 prompt-GEMM methods of [`Isa`] for a token with an `avx2()` proof.
+/// The W4A8 prompt-GEMM methods of [`Isa`] for a token with a
+/// [`w4a8_gemm::ChunkKernel`].
 macro_rules! w4a8_gemm_methods {
     () => {
         fn a4_writes_columns(self, act: &A4Act, n_in: usize, tokens: usize) -> bool {
@@ -74,7 +70,7 @@ macro_rules! w4a8_gemm_methods {
             scale: f32,
             band: &mut ColumnBand<'_>,
         ) {
-            w4a8_rows_into(self.avx2(), self, w, act, scale, band);
+            w4a8_rows_into(self, w, act, scale, band);
         }
     };
 }
@@ -178,7 +174,7 @@ forward_isa!(
             if tokens == 1 {
                 act.packed = unsafe { avx2_int::pack_one_token(act, n_in) };
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
-                act.packed = unsafe { avx2_w4a8_gemm::pack(act, n_in, tokens) };
+                act.packed = w4a8_gemm::pack(self, act, n_in, tokens);
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS {
                 act.packed = unsafe { avx2_int_gemm::pack(act, n_in, tokens) };
             }
@@ -210,12 +206,11 @@ forward_isa!(
     Perm::EvenOdd(128),
     avx512_a4_rows,
     {
-        // W4A8 prompts take the AVX2 integer-scale GEMM (no AVX-512 version yet; it
-        // reads the natural-order codes, so the ISA's own code order does not matter).
+        // W4A8 prompts take the VNNI kernel of the integer-scale GEMM (it reads the
+        // natural-order codes, so the ISA's own code order does not matter).
         fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
             if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
-                // SAFETY: an AVX-512 token implies the AVX2 set (`Avx512::detect`).
-                act.packed = unsafe { avx2_w4a8_gemm::pack(act, n_in, tokens) };
+                act.packed = w4a8_gemm::pack(self, act, n_in, tokens);
             }
         }
 
@@ -225,13 +220,12 @@ forward_isa!(
 
 /// Whether the W4A8 prompt GEMM runs on `act` (see [`Isa::a4_writes_columns`]).
 fn w4a8_gemm_runs(act: &A4Act, n_in: usize, tokens: usize) -> bool {
-    tokens >= avx2_int::GEMM_MIN_TOKENS && avx2_w4a8_gemm::can_run(act, n_in, tokens)
+    tokens >= avx2_int::GEMM_MIN_TOKENS && w4a8_gemm::can_run(act, n_in, tokens)
 }
 
-/// [`Isa::a4_rows_into`] of the ISAs with the AVX2 set (the `Avx2` token proves it):
-/// the W4A8 prompt GEMM where it runs, else the tile default.
-fn w4a8_rows_into<I: Isa>(
-    _: Avx2,
+/// [`Isa::a4_rows_into`] of the ISAs with a W4A8 GEMM kernel: the GEMM where it runs,
+/// else the tile default.
+fn w4a8_rows_into<I: Isa + w4a8_gemm::ChunkKernel>(
     isa: I,
     w: Nvfp4Rows<'_>,
     act: &A4Act,
@@ -241,8 +235,7 @@ fn w4a8_rows_into<I: Isa>(
     if !w4a8_gemm_runs(act, w.n_in, band.rows()) {
         return a4_rows_into_by_tile(isa, w, act, scale, band);
     }
-    // SAFETY: the `Avx2` token exists only if `detect` found AVX2, FMA and F16C.
-    unsafe { avx2_w4a8_gemm::gemm(isa, w, act, scale, band) }
+    w4a8_gemm::gemm(isa, isa, w, act, scale, band)
 }
 
 /// AVX-512 integer (W4A4 / W4A8) rows: the segment loop over `decode_w4` and `dot_a4`
