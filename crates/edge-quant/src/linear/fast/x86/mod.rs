@@ -10,6 +10,7 @@ mod avx2_bf16;
 mod avx2_int;
 mod avx2_int_gemm;
 mod avx512;
+mod avx512_int;
 mod bf16_gemm;
 mod bf16_gemv;
 mod f32_gemm;
@@ -204,7 +205,7 @@ forward_isa!(
     avx512,
     Perm::Nibble16x8,
     Perm::EvenOdd(128),
-    avx512_a4_rows,
+    avx512_int::a4_rows,
     {
         // W4A8 prompts take the VNNI kernel of the integer-scale GEMM (it reads the
         // natural-order codes, so the ISA's own code order does not matter).
@@ -236,19 +237,4 @@ fn w4a8_rows_into<I: Isa + w4a8_gemm::ChunkKernel>(
         return a4_rows_into_by_tile(isa, w, act, scale, band);
     }
     w4a8_gemm::gemm(isa, isa, w, act, scale, band)
-}
-
-/// AVX-512 integer (W4A4 / W4A8) rows: the segment loop over `decode_w4` and `dot_a4`
-/// (no fused kernel for this ISA yet), compiled with its features.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn avx512_a4_rows(
-    isa: Avx512,
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
-    act: &A4Act,
-    tokens: usize,
-    out: &mut [f32],
-) {
-    super::a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
 }

@@ -1,0 +1,99 @@
+//! AVX-512 integer (W4A4 / W4A8) rows for decode steps: one token's rows with the
+//! NVFP4 weights decoded in registers, without the decoded-segment buffer of
+//! [`a4_rows_by_segments`].
+//!
+//! Per 128 inputs the nibbles become offset doubled bytes (`2·E2M1 + 12`, one
+//! `vpshufb` per 64) in the `EvenOdd(128)` order of the activations, two `vpdpbusd`
+//! seeded with the offset correction give each 8-input group's exact sum in its own
+//! lane, and one multiply, conversion and FMA apply both scales: the same arithmetic
+//! as `decode_w4` followed by `dot_a4`, without storing and reloading the decoded
+//! weights. At decode the weights stream from DRAM once per token, so this is the
+//! kernel that has to keep up with the memory bus.
+
+use super::super::{A4Act, a4_rows_by_segments};
+use super::Avx512;
+use super::avx512::{decode_scales, prefetch};
+use crate::linear::fast::portable::OFFSET_DOUBLED;
+use core::arch::x86_64::*;
+
+/// Inputs per step: 16 block scales, two 128-input halves.
+const STEP: usize = 256;
+
+/// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]): one token with rows of
+/// whole 256-input steps in registers, anything else through the segment loop.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) fn a4_rows(
+    isa: Avx512,
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    tokens: usize,
+    out: &mut [f32],
+) {
+    if tokens != 1 || !n_in.is_multiple_of(STEP) {
+        return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+    }
+    let (cb, sb) = (n_in / 2, n_in / 16);
+    let (qa, sfa, negcorr) = (
+        &act.qa[..n_in],
+        &act.sfa[..n_in / 8],
+        &act.negcorr[..n_in / 8],
+    );
+    for (r, y) in out.iter_mut().enumerate() {
+        *y = one_row(
+            &codes[r * cb..][..cb],
+            &scales[r * sb..][..sb],
+            qa,
+            sfa,
+            negcorr,
+        );
+    }
+}
+
+/// One row's dot product with one token (all slices cover the row's `n_in` inputs, a
+/// multiple of [`STEP`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn one_row(codes: &[u8], scales: &[u8], qa: &[i8], sfa: &[f32], negcorr: &[i32]) -> f32 {
+    let steps = codes.len() / (STEP / 2);
+    assert!(scales.len() == 16 * steps && qa.len() == STEP * steps);
+    assert!(sfa.len() == 32 * steps && negcorr.len() == 32 * steps);
+    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
+    let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    // Group scales: block b covers groups 2b and 2b + 1.
+    let (lo_idx, hi_idx) = (
+        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
+    );
+    let mut sums = [_mm512_setzero_ps(); 2];
+    let mut block_scales = [0.0f32; 16];
+    for s in 0..steps {
+        prefetch(codes, 128 * s);
+        decode_scales(&scales[16 * s..][..16], &mut block_scales);
+        // SAFETY: `block_scales` holds 16 floats.
+        let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
+        let wsc = [
+            _mm512_permutexvar_ps(lo_idx, bs),
+            _mm512_permutexvar_ps(hi_idx, bs),
+        ];
+        for (h, (sum, wsc)) in sums.iter_mut().zip(wsc).enumerate() {
+            let (c, g) = (2 * s + h, 32 * s + 16 * h);
+            // SAFETY: half c reads codes [64c, 64c + 64) and activations [128c, 128c +
+            // 128) (2·steps halves, asserted above), and groups [g, g + 16) of 32·steps.
+            unsafe {
+                let v = _mm512_loadu_si512(codes.as_ptr().add(64 * c).cast());
+                let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
+                let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+                let x = qa.as_ptr().add(128 * c);
+                let mut d = _mm512_loadu_si512(negcorr.as_ptr().add(g).cast());
+                d = _mm512_dpbusd_epi32(d, lo, _mm512_loadu_si512(x.cast()));
+                d = _mm512_dpbusd_epi32(d, hi, _mm512_loadu_si512(x.add(64).cast()));
+                let sc = _mm512_mul_ps(wsc, _mm512_loadu_ps(sfa.as_ptr().add(g)));
+                *sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, *sum);
+            }
+        }
+    }
+    _mm512_reduce_add_ps(_mm512_add_ps(sums[0], sums[1]))
+}
