@@ -304,6 +304,7 @@ impl ChunkScratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layers::simd::NEGLIGIBLE;
 
     fn lcg(seed: &mut u64) -> f32 {
         *seed = seed
@@ -321,6 +322,55 @@ mod tests {
         x
     }
 
+    /// One head's random inputs: L2-normalised `q` and `k`, `v` scaled by `v_scale`, and
+    /// `beta`/`g` made by the given maps from (token, uniform draw in [−0.5, 0.5)).
+    struct Head {
+        q: Vec<f32>,
+        k: Vec<f32>,
+        v: Vec<f32>,
+        beta: Vec<f32>,
+        g: Vec<f32>,
+        dk: usize,
+        dv: usize,
+    }
+
+    impl Head {
+        fn random(
+            (len, dk, dv): (usize, usize, usize),
+            seed: &mut u64,
+            v_scale: f32,
+            beta: impl Fn(usize, f32) -> f32,
+            g: impl Fn(usize, f32) -> f32,
+        ) -> Self {
+            let q = normalised(len, dk, seed, 1.0 / (dk as f32).sqrt());
+            let k = normalised(len, dk, seed, 1.0);
+            let v = (0..len * dv).map(|_| lcg(seed) * v_scale).collect();
+            let beta = (0..len).map(|i| beta(i, lcg(seed))).collect();
+            let g = (0..len).map(|i| g(i, lcg(seed))).collect();
+            Head {
+                q,
+                k,
+                v,
+                beta,
+                g,
+                dk,
+                dv,
+            }
+        }
+
+        fn inputs(&self) -> HeadInputs<'_> {
+            HeadInputs {
+                q: &self.q,
+                k: &self.k,
+                v: &self.v,
+                beta: &self.beta,
+                g: &self.g,
+                dk: self.dk,
+                dv: self.dv,
+            }
+        }
+    }
+
     /// A head forgetting fast (`g` about −2 per token with a few −90 steps, so a chunk's
     /// decays span e^−300 and lower):
     /// the chunked and token paths still agree, and neither leaves a subnormal in the
@@ -330,33 +380,17 @@ mod tests {
     fn fast_forgetting_heads_stay_clear_of_subnormals() {
         let (len, dk, dv) = (130, 8, 6);
         let mut seed = 11;
-        let q = normalised(len, dk, &mut seed, 1.0 / (dk as f32).sqrt());
-        let k = normalised(len, dk, &mut seed, 1.0);
-        let v: Vec<f32> = (0..len * dv).map(|_| lcg(&mut seed) * 1e-3).collect();
         // Weak writes (some nearly none, as a gate deep in its sigmoid's tail gives) and
         // steady decay: products of decay factors near 2⁻⁶⁰ with small β·k·k, and a few
         // huge steps.
-        let beta: Vec<f32> = (0..len)
-            .map(|i| (lcg(&mut seed) + 0.5) * if i % 13 == 3 { 1e-25 } else { 0.02 })
-            .collect();
-        let g: Vec<f32> = (0..len)
-            .map(|i| {
-                if i % 29 == 5 {
-                    -90.0
-                } else {
-                    (lcg(&mut seed) - 1.5) * 1.5
-                }
-            })
-            .collect();
-        let inp = HeadInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            beta: &beta,
-            g: &g,
-            dk,
-            dv,
-        };
+        let head = Head::random(
+            (len, dk, dv),
+            &mut seed,
+            1e-3,
+            |i, u| (u + 0.5) * if i % 13 == 3 { 1e-25 } else { 0.02 },
+            |i, u| if i % 29 == 5 { -90.0 } else { (u - 1.5) * 1.5 },
+        );
+        let inp = head.inputs();
         let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed) * 1e-3).collect();
         let (mut s1, mut s2) = (init.clone(), init);
         let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);
@@ -392,6 +426,10 @@ mod tests {
             ] {
                 assert_eq!(subnormals(x), 0, "subnormals in {what} at chunk {start}");
             }
+            // Decay factors are weights: zero or at least 2⁻⁶⁰, so that multiplying by
+            // them never underflows on the way to a flushed product.
+            let tiny = decay.iter().find(|&&x| x != 0.0 && x < NEGLIGIBLE);
+            assert!(tiny.is_none(), "decay factor {tiny:?} at chunk {start}");
         }
         for (a, b) in o1.iter().zip(&o2).chain(s1.iter().zip(&s2)) {
             assert!((a - b).abs() <= 1e-6 + 1e-4 * a.abs(), "{a} vs {b}");
@@ -402,20 +440,14 @@ mod tests {
     fn chunked_matches_recurrent_across_chunks() {
         let (len, dk, dv) = (150, 8, 6);
         let mut seed = 7;
-        let q = normalised(len, dk, &mut seed, 1.0 / (dk as f32).sqrt());
-        let k = normalised(len, dk, &mut seed, 1.0);
-        let v: Vec<f32> = (0..len * dv).map(|_| lcg(&mut seed) * 4.0).collect();
-        let beta: Vec<f32> = (0..len).map(|_| lcg(&mut seed) + 0.5).collect();
-        let g: Vec<f32> = (0..len).map(|_| -(lcg(&mut seed) + 0.5) * 0.3).collect();
-        let inp = HeadInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            beta: &beta,
-            g: &g,
-            dk,
-            dv,
-        };
+        let head = Head::random(
+            (len, dk, dv),
+            &mut seed,
+            4.0,
+            |_, u| u + 0.5,
+            |_, u| -(u + 0.5) * 0.3,
+        );
+        let inp = head.inputs();
         let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed)).collect();
         let (mut s1, mut s2) = (init.clone(), init);
         let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);

@@ -292,32 +292,21 @@ impl ChunkKernel for Avx2 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sample_chunk;
+    use super::super::tests::{assert_layout, decode_and_pack};
     use super::*;
 
-    /// The weight decoder's lane layout and weight-sum product against their
-    /// definitions: byte `32k + 2j + e` holds input `16j + 2k + e`; the activations
-    /// use the same order.
+    /// Byte `32k + 2j + e` holds input `16j + 2k + e`, for the weights and the
+    /// activations alike; the scales stay in block order.
     #[test]
     fn chunk_layout() {
         let Some(isa) = Avx2::detect() else {
             return;
         };
-        let (codes, natural, c, want) = sample_chunk();
-        let (mut dst, mut scales) = ([0u8; 256], [0i16; 16]);
-        assert_eq!(isa.decode_chunk(&codes, &c, &mut dst, &mut scales), want);
-        assert_eq!(scales, c);
-        let act: [i8; 256] = core::array::from_fn(|i| (i as i32 * 7 - 128) as i8);
-        let mut packed = [0u8; 256];
-        isa.pack_chunk(&act, &mut packed);
-        for k in 0..8 {
-            for j in 0..16 {
-                for e in 0..2 {
-                    let (at, input) = (32 * k + 2 * j + e, 16 * j + 2 * k + e);
-                    assert_eq!(dst[at] as i8, natural[input]);
-                    assert_eq!(i32::from(packed[at]), i32::from(act[input]) + 128);
-                }
-            }
-        }
+        let got = decode_and_pack(isa);
+        assert_eq!(got.scales, got.c);
+        assert_layout(&got, |at| {
+            let (k, j, e) = (at / 32, at % 32 / 2, at % 2);
+            16 * j + 2 * k + e
+        });
     }
 }

@@ -443,9 +443,62 @@ mod tests {
         assert_eq!(decode_scales(&[0xff], &mut c), None);
     }
 
+    /// What a kernel made of [`sample_chunk`] and of a chunk of activations.
+    pub(super) struct ChunkSample<S> {
+        /// Natural-order doubled weights and activation codes, the integer scales.
+        pub natural: Vec<i8>,
+        pub act: [i8; CHUNK],
+        pub c: [i16; BLOCKS],
+        /// The kernel's decoded weights, scales and packed activations.
+        pub weights: [u8; CHUNK_BYTES],
+        pub scales: [S; BLOCKS],
+        pub packed: [u8; CHUNK_BYTES],
+    }
+
+    /// Runs `kernel`'s chunk decoding and packing on [`sample_chunk`] and checks the
+    /// returned weight-sum product; the caller checks the layout.
+    pub(super) fn decode_and_pack<K: ChunkKernel>(kernel: K) -> ChunkSample<K::Scale> {
+        let (codes, natural, c, want) = sample_chunk();
+        let mut weights = [0u8; CHUNK_BYTES];
+        let mut scales = [K::Scale::default(); BLOCKS];
+        assert_eq!(
+            kernel.decode_chunk(&codes, &c, &mut weights, &mut scales),
+            want
+        );
+        let act: [i8; CHUNK] = core::array::from_fn(|i| (i as i32 * 7 - 128) as i8);
+        let mut packed = [0u8; CHUNK_BYTES];
+        kernel.pack_chunk(&act, &mut packed);
+        ChunkSample {
+            natural,
+            act,
+            c,
+            weights,
+            scales,
+            packed,
+        }
+    }
+
+    /// Byte `at` of the decoded weights and of the packed activations holds input
+    /// `input_at(at)` of the chunk (every one of the 256 bytes is checked).
+    pub(super) fn assert_layout<S>(got: &ChunkSample<S>, input_at: impl Fn(usize) -> usize) {
+        for at in 0..CHUNK_BYTES {
+            let input = input_at(at);
+            assert_eq!(
+                got.weights[at] as i8, got.natural[input],
+                "weight byte {at}"
+            );
+            let packed = i32::from(got.packed[at]);
+            assert_eq!(
+                packed,
+                i32::from(got.act[input]) + 128,
+                "activation byte {at}"
+            );
+        }
+    }
+
     /// A chunk of code bytes, their natural-order doubled weights and 16 integer scales,
     /// and the `Σ_j c_j·W_j` a kernel's [`ChunkKernel::decode_chunk`] must return.
-    pub(super) fn sample_chunk() -> ([u8; 128], Vec<i8>, [i16; 16], i32) {
+    fn sample_chunk() -> ([u8; 128], Vec<i8>, [i16; 16], i32) {
         let codes: [u8; 128] = core::array::from_fn(|i| (i as u32 * 37 + 11) as u8);
         let scales: [i16; 16] = core::array::from_fn(|j| 100 * j as i16 - 700);
         let natural: Vec<i8> = codes

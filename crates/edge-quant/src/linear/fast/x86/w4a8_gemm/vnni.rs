@@ -273,35 +273,28 @@ impl ChunkKernel for Avx512 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sample_chunk;
+    use super::super::tests::{assert_layout, decode_and_pack};
     use super::*;
 
-    /// Lane `l` of vector `k` holds inputs `16·block_of_lane(l) + 4k + e`, for the
-    /// weights and the activations alike, and the scales follow the lanes.
+    /// Byte `64k + 4l + e` (lane `l` of vector `k`) holds input `16·block_of_lane(l) +
+    /// 4k + e`, for the weights and the activations alike, and the scales follow the
+    /// lanes; every block has a lane.
     #[test]
     fn chunk_layout() {
         let Some(isa) = Avx512::detect() else {
             return;
         };
-        let (codes, natural, c, want) = sample_chunk();
-        let (mut dst, mut scales) = ([0u8; 256], [0f32; 16]);
-        assert_eq!(isa.decode_chunk(&codes, &c, &mut dst, &mut scales), want);
-        let act: [i8; 256] = core::array::from_fn(|i| (i as i32 * 7 - 128) as i8);
-        let mut packed = [0u8; 256];
-        isa.pack_chunk(&act, &mut packed);
-        let mut seen = [false; 16];
-        for (l, &scale) in scales.iter().enumerate() {
-            let b = block_of_lane(l);
-            seen[b] = true;
-            assert_eq!(scale, f32::from(c[b]));
-            for k in 0..4 {
-                for e in 0..4 {
-                    let (at, input) = (64 * k + 4 * l + e, 16 * b + 4 * k + e);
-                    assert_eq!(dst[at] as i8, natural[input]);
-                    assert_eq!(i32::from(packed[at]), i32::from(act[input]) + 128);
-                }
-            }
+        let got = decode_and_pack(isa);
+        let blocks: Vec<usize> = (0..BLOCKS).map(block_of_lane).collect();
+        let mut sorted = blocks.clone();
+        sorted.sort_unstable();
+        assert!(sorted.iter().copied().eq(0..BLOCKS), "{blocks:?}");
+        for (&scale, &b) in got.scales.iter().zip(&blocks) {
+            assert_eq!(scale, f32::from(got.c[b]));
         }
-        assert!(seen.iter().all(|&s| s), "every block has a lane");
+        assert_layout(&got, |at| {
+            let (k, l, e) = (at / 64, at % 64 / 4, at % 4);
+            16 * block_of_lane(l) + 4 * k + e
+        });
     }
 }
