@@ -278,13 +278,28 @@ impl ChunkKernel for Avx2 {
         out: &mut ColumnBand<'_>,
         r0: usize,
     ) {
-        // SAFETY (both calls): the token exists only if `detect` found AVX2 and FMA.
-        match *rows {
-            [a, b, c, d] => unsafe { tile::<ROW_GROUP>(dec, [a, b, c, d], act, ts, out, r0) },
-            _ => {
-                for &r in rows {
-                    unsafe { tile::<1>(dec, [r], act, ts.clone(), out, r0) };
-                }
+        // SAFETY: the token exists only if `detect` found AVX2, FMA and F16C.
+        unsafe { tile_rows(dec, rows, act, ts, out, r0) }
+    }
+}
+
+/// [`ChunkKernel::tile`]: whole groups through the 4-row tile, anything else row by
+/// row. One target-feature function around both, so that the tiles inline into it
+/// (standalone, the 4-row tile ran about 10% slower).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn tile_rows(
+    dec: &Decoded<i16>,
+    rows: &[usize],
+    act: Packed<'_>,
+    ts: Range<usize>,
+    out: &mut ColumnBand<'_>,
+    r0: usize,
+) {
+    match *rows {
+        [a, b, c, d] => tile::<ROW_GROUP>(dec, [a, b, c, d], act, ts, out, r0),
+        _ => {
+            for &r in rows {
+                tile::<1>(dec, [r], act, ts.clone(), out, r0);
             }
         }
     }

@@ -114,12 +114,8 @@ pub(super) fn pack<K: ChunkKernel>(kernel: K, act: &A4Act, n_in: usize, tokens: 
     for (t, dst) in bytes.chunks_exact_mut(chunks * CHUNK_BYTES).enumerate() {
         let codes = &act.natural[t * n_in..][..n_in];
         for (c, dst) in dst.chunks_exact_mut(CHUNK_BYTES).enumerate() {
-            let src = &codes[CHUNK * c..];
-            let n = src.len().min(CHUNK);
-            padded[..n].copy_from_slice(&src[..n]);
-            padded[n..].fill(0);
             let dst = dst.try_into().expect("chunks_exact gives whole chunks");
-            kernel.pack_chunk(&padded, dst);
+            kernel.pack_chunk(whole_or_padded(&codes[CHUNK * c..], &mut padded), dst);
             // Group 32c is the block's first; every group of a block has its scale.
             scales[c * tokens + t] = act.sfa[t * groups + c * (CHUNK / 8)].to_bits();
         }
@@ -129,6 +125,22 @@ pub(super) fn pack<K: ChunkKernel>(kernel: K, act: &A4Act, n_in: usize, tokens: 
 
 /// E2M1 codes to signed doubled values (`2·E2M1`, −12..=12), for `vpshufb`.
 const DOUBLED_SIGNED: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// The first `N` elements of `src`, or, where it is shorter (a row's last chunk),
+/// `src` copied into `padded` with zeros after it (a zero code).
+fn whole_or_padded<'a, T: Copy + Default, const N: usize>(
+    src: &'a [T],
+    padded: &'a mut [T; N],
+) -> &'a [T; N] {
+    match src.first_chunk::<N>() {
+        Some(whole) => whole,
+        None => {
+            padded[..src.len()].copy_from_slice(src);
+            padded[src.len()..].fill(T::default());
+            padded
+        }
+    }
+}
 
 /// Marks a NaN in [`E4M3_PARTS`].
 const NAN_EXPONENT: i8 = i8::MIN;
@@ -155,7 +167,9 @@ const E4M3_PARTS: [(i8, i8); 256] = {
 /// `c`, zero-padded): `c_j = M_j·2^(X_j − X_ref)` with `X_ref` the largest exponent
 /// less [`SCALE_BITS`]. Returns `2^X_ref`, or `None` where a block scale is NaN or a
 /// non-zero one lies below `2^X_ref` (the row then takes the per-block path). Branch-free
-/// table lookups: this runs once per weight block and GEMM call.
+/// table lookups: this runs once per weight block and GEMM call, compiled with AVX2
+/// ([`decode_scales_avx2`]).
+#[inline(always)]
 fn decode_scales(scales: &[u8], c: &mut [i16]) -> Option<f32> {
     let (mut top, mut nan) = (i32::MIN, false);
     for &b in scales {
@@ -174,6 +188,12 @@ fn decode_scales(scales: &[u8], c: &mut [i16]) -> Option<f32> {
     }
     c[scales.len()..].fill(0);
     (!nan && !below).then(|| (reference as f32).exp2())
+}
+
+/// [`decode_scales`] compiled for AVX2 (`_` proves it).
+#[target_feature(enable = "avx2,fma")]
+fn decode_scales_avx2(_: Avx2, scales: &[u8], c: &mut [i16]) -> Option<f32> {
+    decode_scales(scales, c)
 }
 
 /// A block of rows decoded for the tile: per row and chunk, 256 weight bytes and 16
@@ -216,7 +236,11 @@ impl<S: Copy + Default> Decoded<S> {
         let (cb, sb) = (n_in / 2, n_in / 16);
         let mut padded = [0u8; CHUNK / 2];
         for r in 0..rows {
-            let Some(factor) = decode_scales(&scales[r * sb..][..sb], &mut self.row_scales) else {
+            let row = &scales[r * sb..][..sb];
+            // SAFETY: the kernel's token proves the AVX2 set.
+            let factor =
+                unsafe { decode_scales_avx2(kernel.avx2_proof(), row, &mut self.row_scales) };
+            let Some(factor) = factor else {
                 self.integer[r] = false;
                 continue;
             };
@@ -231,13 +255,10 @@ impl<S: Copy + Default> Decoded<S> {
                 .zip(s.chunks_exact_mut(BLOCKS));
             let parts = parts.zip(self.row_scales.chunks_exact(BLOCKS)).zip(corr);
             for (c, (((dst, s), cs), corr)) in parts.enumerate() {
-                let src = &codes[c * CHUNK / 2..];
-                let n = src.len().min(CHUNK / 2);
-                padded[..n].copy_from_slice(&src[..n]);
-                padded[n..].fill(0);
+                let src = whole_or_padded(&codes[c * CHUNK / 2..], &mut padded);
                 let whole = "chunks_exact gives whole chunks";
                 let (dst, s) = (dst.try_into().expect(whole), s.try_into().expect(whole));
-                let sum = kernel.decode_chunk(&padded, cs.try_into().expect(whole), dst, s);
+                let sum = kernel.decode_chunk(src, cs.try_into().expect(whole), dst, s);
                 *corr = 128.0 * sum as f32;
             }
         }
