@@ -21,6 +21,7 @@ mod weights;
 pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};
 pub use error::{ModelError, Result};
+pub use layers::scratch::{Scratch, ScratchBuf};
 pub use model::{DecoderLayer, ForwardOutput, Logits, Mixer, Qwen35Model};
 pub use mtp::{MtpHead, MtpOutput};
 pub use state::{AttentionState, GdnState, LayerState, SequenceState, StateCheckpoint};

@@ -7,6 +7,7 @@ use crate::layers::gdn::GatedDeltaNet;
 use crate::layers::mlp::Mlp;
 use crate::layers::norm::{add_in_place, rms_norm_zero_centred_into};
 use crate::layers::rope::Rope;
+use crate::layers::scratch::Scratch;
 use crate::mtp::{MtpHead, MtpOutput};
 use crate::state::{LayerState, SequenceState};
 use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
@@ -38,21 +39,24 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// Applies the block to `tokens` rows of the residual stream `x`, in place.
+    /// Applies the block to `tokens` rows of the residual stream `x`, in place, with
+    /// its work buffers from `scratch`.
     pub fn forward(
         &self,
         x: &mut [f32],
         tokens: usize,
         state: &mut LayerState,
         eps: f32,
+        scratch: &mut Scratch,
     ) -> Result<()> {
-        let mut normed = vec![0.0; x.len()];
-        let mut delta = vec![0.0; x.len()];
+        let (mut normed, mut delta) = (scratch.take(x.len()), scratch.take(x.len()));
         rms_norm_zero_centred_into(x, &self.input_norm, eps, &mut normed);
         match (&self.mixer, state) {
-            (Mixer::Gdn(m), LayerState::Gdn(s)) => m.forward(&normed, tokens, s, &mut delta)?,
+            (Mixer::Gdn(m), LayerState::Gdn(s)) => {
+                m.forward(&normed, tokens, s, &mut delta, scratch)?
+            }
             (Mixer::Attention(m), LayerState::Attention(s)) => {
-                m.forward(&normed, tokens, s, &mut delta)?
+                m.forward(&normed, tokens, s, &mut delta, scratch)?
             }
             _ => {
                 return Err(ModelError::InvalidInput(
@@ -62,8 +66,9 @@ impl DecoderLayer {
         }
         add_in_place(x, &delta);
         rms_norm_zero_centred_into(x, &self.post_norm, eps, &mut normed);
-        self.mlp.forward(&normed, tokens, &mut delta)?;
+        self.mlp.forward(&normed, tokens, &mut delta, scratch)?;
         add_in_place(x, &delta);
+        scratch.give_all([normed, delta]);
         Ok(())
     }
 }
@@ -284,6 +289,7 @@ impl Qwen35Model {
                 hidden,
                 state,
                 logits,
+                &mut Scratch::new(),
             )
         })
     }
@@ -311,9 +317,21 @@ impl Qwen35Model {
         state: &mut SequenceState,
         logits: Logits,
     ) -> Result<ForwardOutput> {
+        self.forward_with_scratch(tokens, state, logits, &mut Scratch::new())
+    }
+
+    /// [`Qwen35Model::forward`] with the layers' work buffers from `scratch`, which a
+    /// caller may keep from one call to the next (they then cost no allocation).
+    pub fn forward_with_scratch(
+        &self,
+        tokens: &[u32],
+        state: &mut SequenceState,
+        logits: Logits,
+        scratch: &mut Scratch,
+    ) -> Result<ForwardOutput> {
         self.validate(tokens, state)?;
         on_worker(tokens.len(), || {
-            self.forward_validated(tokens, state, logits)
+            self.forward_validated(tokens, state, logits, scratch)
         })
     }
 
@@ -322,6 +340,7 @@ impl Qwen35Model {
         tokens: &[u32],
         state: &mut SequenceState,
         logits: Logits,
+        scratch: &mut Scratch,
     ) -> Result<ForwardOutput> {
         let h = self.config.hidden_size;
         let t = tokens.len();
@@ -330,7 +349,7 @@ impl Qwen35Model {
             self.embed.lookup(tok, row)?;
         }
         for (layer, layer_state) in self.layers.iter().zip(state.layers.iter_mut()) {
-            layer.forward(&mut x, t, layer_state, self.config.rms_norm_eps)?;
+            layer.forward(&mut x, t, layer_state, self.config.rms_norm_eps, scratch)?;
         }
         let mut normed = vec![0.0; t * h];
         rms_norm_zero_centred_into(&x, &self.norm, self.config.rms_norm_eps, &mut normed);

@@ -4,6 +4,7 @@
 
 use crate::config::Qwen35Config;
 use crate::layers::norm::rms_norm_zero_centred_into;
+use crate::layers::scratch::Scratch;
 use crate::model::{DecoderLayer, Logits, Mixer, load_attention, load_mlp};
 use crate::state::{AttentionState, LayerState};
 use crate::weights::{Embedding, WeightReader};
@@ -60,7 +61,9 @@ impl MtpHead {
 
     /// Runs the head over `next_tokens.len()` consecutive positions, continuing `state`
     /// (whose length is the position of the first row). Row i combines `hidden` row i
-    /// (the hidden state at that position) with the embedding of `next_tokens[i]`.
+    /// (the hidden state at that position) with the embedding of `next_tokens[i]`. The
+    /// layer's work buffers come from `scratch`.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         embed: &Embedding,
@@ -69,6 +72,7 @@ impl MtpHead {
         hidden: &[f32],
         state: &mut LayerState,
         logits: Logits,
+        scratch: &mut Scratch,
     ) -> Result<MtpOutput> {
         let (h, t) = (self.hidden, next_tokens.len());
         if t == 0 || hidden.len() != t * h {
@@ -93,7 +97,7 @@ impl MtpHead {
         }
         let mut x = vec![0.0; t * h];
         self.fc.forward(&combined, t, &mut x)?;
-        self.layer.forward(&mut x, t, state, self.eps)?;
+        self.layer.forward(&mut x, t, state, self.eps, scratch)?;
         let mut normed = vec![0.0; t * h];
         rms_norm_zero_centred_into(&x, &self.norm, self.eps, &mut normed);
         let (rows, input) = match logits {

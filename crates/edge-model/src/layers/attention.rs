@@ -4,6 +4,7 @@
 use super::attention_block::{KvView, Queries, attend_queries};
 use super::norm::{Gate, gate_in_place, rms_norm_zero_centred};
 use super::rope::Rope;
+use super::scratch::Scratch;
 use super::simd::{axpy, dispatch, dot, weight_exp};
 use crate::Result;
 use crate::state::AttentionState;
@@ -63,19 +64,21 @@ const PAR_MIN_TOKENS: usize = 16;
 
 impl GatedAttention {
     /// Runs `tokens` rows of `x` starting at absolute position `state.len()`, appending
-    /// their keys and values to `state`, and writes `[tokens, hidden]` to `out`.
+    /// their keys and values to `state`, and writes `[tokens, hidden]` to `out`, with
+    /// its work buffers from `scratch`.
     pub fn forward(
         &self,
         x: &[f32],
         tokens: usize,
         state: &mut AttentionState,
         out: &mut [f32],
+        scratch: &mut Scratch,
     ) -> Result<()> {
         let (h, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
         let pos0 = state.len();
-        let mut qg = vec![0.0; tokens * h * 2 * d];
-        let mut k = vec![0.0; tokens * hkv * d];
-        let mut v = vec![0.0; tokens * hkv * d];
+        let mut qg = scratch.take(tokens * h * 2 * d);
+        let mut k = scratch.take(tokens * hkv * d);
+        let mut v = scratch.take(tokens * hkv * d);
         Linear::forward_shared(
             &[&self.q_proj, &self.k_proj, &self.v_proj],
             x,
@@ -85,8 +88,8 @@ impl GatedAttention {
 
         // Split interleaved [q | gate] per head; normalise and rotate q and k: per
         // token, in parallel for prompts.
-        let mut q = vec![0.0; tokens * h * d];
-        let mut gate = vec![0.0; tokens * h * d];
+        let mut q = scratch.take(tokens * h * d);
+        let mut gate = scratch.take(tokens * h * d);
         let prepare = |(t, ((qt, gt), kt)): TokenRows<'_>| {
             let src = &qg[t * h * 2 * d..][..h * 2 * d];
             for ((qd, gd), s) in qt
@@ -121,8 +124,9 @@ impl GatedAttention {
             fp8_round_trip(&mut v, scales.v_scale)?;
         }
         state.append(&k, &v);
+        scratch.give_all([qg, k, v]);
 
-        let mut attn = vec![0.0; tokens * h * d];
+        let mut attn = scratch.take(tokens * h * d);
         let scale = 1.0 / (d as f32).sqrt();
         let group = h / hkv;
         let (keys, values) = (state.keys(), state.values());
@@ -163,6 +167,7 @@ impl GatedAttention {
         }
         gate_in_place(Gate::Sigmoid, &gate, &mut attn);
         self.o_proj.forward(&attn, tokens, out)?;
+        scratch.give_all([q, gate, attn]);
         Ok(())
     }
 }

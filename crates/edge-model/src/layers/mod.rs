@@ -8,4 +8,5 @@ mod matmul_x86;
 pub mod mlp;
 pub mod norm;
 pub mod rope;
+pub mod scratch;
 pub(crate) mod simd;

@@ -7,6 +7,7 @@ mod conv;
 pub mod delta_rule;
 
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, softplus};
+use super::scratch::{Scratch, ScratchBuf};
 use crate::Result;
 use crate::state::GdnState;
 use conv::{ConvRange, conv_range};
@@ -65,13 +66,15 @@ impl GatedDeltaNet {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
     }
 
-    /// Runs `tokens` rows of `x`, carrying `state`, and writes `[tokens, hidden]` to `out`.
+    /// Runs `tokens` rows of `x`, carrying `state`, and writes `[tokens, hidden]` to `out`,
+    /// with its work buffers from `scratch`.
     pub fn forward(
         &self,
         x: &[f32],
         tokens: usize,
         state: &mut GdnState,
         out: &mut [f32],
+        scratch: &mut Scratch,
     ) -> Result<()> {
         let c = self.channels();
         let (hk, hv, dk, dv) = (
@@ -80,10 +83,10 @@ impl GatedDeltaNet {
             self.key_dim,
             self.value_dim,
         );
-        let mut qkv = vec![0.0; tokens * c];
-        let mut z = vec![0.0; tokens * hv * dv];
-        let mut b = vec![0.0; tokens * hv];
-        let mut a = vec![0.0; tokens * hv];
+        let mut qkv = scratch.take(tokens * c);
+        let mut z = scratch.take(tokens * hv * dv);
+        let mut b = scratch.take(tokens * hv);
+        let mut a = scratch.take(tokens * hv);
         Linear::forward_shared(
             &[
                 &self.in_proj_qkv,
@@ -96,12 +99,13 @@ impl GatedDeltaNet {
             &mut [&mut qkv, &mut z, &mut b, &mut a],
         )?;
 
-        let (q, k, v) = self.conv_heads(&qkv, tokens, &mut state.conv);
+        let (q, k, v) = self.conv_heads(&qkv, tokens, &mut state.conv, scratch);
+        scratch.give(qkv);
 
         // The delta rule per value head (value head j reads key head j / (hv / hk)),
         // then its gated norm: all per head, on the team's threads.
         let group = hv / hk;
-        let mut core = vec![0.0; hv * tokens * dv];
+        let mut core = scratch.take(hv * tokens * dv);
         let heads: Vec<_> = core
             .chunks_mut(tokens * dv)
             .zip(state.recurrent.chunks_mut(dk * dv))
@@ -133,19 +137,23 @@ impl GatedDeltaNet {
             }
         });
 
+        scratch.give_all([q, k, v, z, b, a]);
+
         // Back to token-major [tokens, hv, dv] (the same layout for one token) and
         // the output projection.
         if tokens == 1 {
             self.out_proj.forward(&core, tokens, out)?;
+            scratch.give(core);
             return Ok(());
         }
-        let mut y = vec![0.0; tokens * hv * dv];
+        let mut y = scratch.take(tokens * hv * dv);
         y.par_chunks_mut(hv * dv).enumerate().for_each(|(t, yt)| {
             for (j, yd) in yt.chunks_exact_mut(dv).enumerate() {
                 yd.copy_from_slice(&core[(j * tokens + t) * dv..][..dv]);
             }
         });
         self.out_proj.forward(&y, tokens, out)?;
+        scratch.give_all([core, y]);
         Ok(())
     }
 
@@ -158,7 +166,8 @@ impl GatedDeltaNet {
         qkv: &[f32],
         tokens: usize,
         conv_state: &mut [f32],
-    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        scratch: &mut Scratch,
+    ) -> (ScratchBuf, ScratchBuf, ScratchBuf) {
         let c = self.channels();
         let (hk, hv, dk, dv) = (
             self.key_heads,
@@ -166,9 +175,9 @@ impl GatedDeltaNet {
             self.key_dim,
             self.value_dim,
         );
-        let mut q = vec![0.0; hk * tokens * dk];
-        let mut k = vec![0.0; hk * tokens * dk];
-        let mut v = vec![0.0; hv * tokens * dv];
+        let mut q = scratch.take(hk * tokens * dk);
+        let mut k = scratch.take(hk * tokens * dk);
+        let mut v = scratch.take(hv * tokens * dv);
         // Each head's output and channel range, in channel order: q, k, then v heads.
         let mut ranges: Vec<(bool, ConvRange<'_>)> = Vec::with_capacity(2 * hk + hv);
         let outs = q.chunks_mut(tokens * dk).map(|o| (true, o));
