@@ -2,7 +2,7 @@
 
 use crate::sampling::{Sampler, SamplingParams};
 use crate::{Result, RuntimeError};
-use edge_model::{Logits, Qwen35Model};
+use edge_model::{Logits, Qwen35Model, Scratch};
 use std::time::Instant;
 
 /// What to generate.
@@ -84,8 +84,11 @@ pub fn generate(model: &Qwen35Model, req: &GenerateRequest) -> Result<GenerateOu
     if req.max_new_tokens == 0 {
         return Ok(out);
     }
+    // One pool of work buffers for the request: decode steps reuse the prompt's.
+    let mut scratch = Scratch::new();
     let start = Instant::now();
-    let mut logits = model.forward(&req.prompt, &mut state, Logits::Last)?.logits;
+    let mut logits =
+        (model.forward_with_scratch(&req.prompt, &mut state, Logits::Last, &mut scratch)?).logits;
     out.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
     let decode_start = Instant::now();
     loop {
@@ -105,7 +108,8 @@ pub fn generate(model: &Qwen35Model, req: &GenerateRequest) -> Result<GenerateOu
             out.stop = StopReason::Context;
             break;
         }
-        logits = model.forward(&[token], &mut state, Logits::Last)?.logits;
+        logits =
+            (model.forward_with_scratch(&[token], &mut state, Logits::Last, &mut scratch)?).logits;
     }
     out.decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
     Ok(out)

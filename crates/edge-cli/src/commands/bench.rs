@@ -4,7 +4,7 @@
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
-use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model};
+use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model, Scratch};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -105,14 +105,18 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
     let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
     for _ in 0..a.runs.max(1) {
-        let mut state = model.new_state();
+        // A fresh state and work-buffer pool per run, as a new request gets.
+        let (mut state, mut scratch) = (model.new_state(), Scratch::new());
         let t0 = Instant::now();
-        let mut logits = model.forward(&prompt, &mut state, Logits::Last)?.logits;
+        let mut logits =
+            (model.forward_with_scratch(&prompt, &mut state, Logits::Last, &mut scratch)?).logits;
         prefill_tps.push(prompt.len() as f64 / t0.elapsed().as_secs_f64());
         let t1 = Instant::now();
         for _ in 0..a.decode_tokens {
             let next = edge_runtime::argmax(&logits);
-            logits = model.forward(&[next], &mut state, Logits::Last)?.logits;
+            logits =
+                (model.forward_with_scratch(&[next], &mut state, Logits::Last, &mut scratch)?)
+                    .logits;
         }
         let tps = a.decode_tokens as f64 / t1.elapsed().as_secs_f64();
         let bandwidth = reader.bytes_per_s();
