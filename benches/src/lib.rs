@@ -5,7 +5,6 @@
 use edge_core::Bytes;
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor};
-use rayon::prelude::*;
 use std::sync::Arc;
 
 /// Decode shapes of the Qwen3.5/3.6 27B-class MLP and attention projections, as
@@ -17,80 +16,9 @@ pub const DECODE_SHAPES: [(usize, usize); 3] = [(17408, 5120), (5120, 17408), (1
 /// VM reports, so every forward pass streams its weights from DRAM.
 pub const WORKING_SET_BYTES: usize = 1 << 30;
 
-/// Memory read loops: wrapping sums of u64 buffers, limited by loads, not by an add
-/// chain (eight independent lanes, so they vectorize).
-pub mod read {
-    use super::*;
-
-    /// A summing read loop.
-    pub type SumFn = fn(&[u64]) -> u64;
-
-    /// One sequential stream.
-    #[inline(always)]
-    pub fn sum_lanes(data: &[u64]) -> u64 {
-        let mut lanes = [0u64; 8];
-        let chunks = data.chunks_exact(8);
-        let tail = chunks
-            .remainder()
-            .iter()
-            .fold(0u64, |a, &b| a.wrapping_add(b));
-        for c in chunks {
-            for (l, &v) in lanes.iter_mut().zip(c) {
-                *l = l.wrapping_add(v);
-            }
-        }
-        lanes.iter().fold(tail, |a, &b| a.wrapping_add(b))
-    }
-
-    /// `S` equal parts of `data` read in lockstep: `S` sequential streams in flight per
-    /// thread, as the paired-row linear kernels have (two rows, each with codes and
-    /// scales), which lets the hardware prefetchers keep more DRAM requests
-    /// outstanding than one stream does.
-    #[inline(always)]
-    pub fn sum_streams<const S: usize>(data: &[u64]) -> u64 {
-        let q = data.len() / (8 * S) * 8;
-        let parts: [&[u64]; S] = std::array::from_fn(|k| &data[k * q..(k + 1) * q]);
-        let mut lanes = [0u64; 8];
-        for i in (0..q).step_by(8) {
-            for p in &parts {
-                for (l, &v) in lanes.iter_mut().zip(&p[i..i + 8]) {
-                    *l = l.wrapping_add(v);
-                }
-            }
-        }
-        lanes
-            .iter()
-            .fold(sum_lanes(&data[S * q..]), |x, &y| x.wrapping_add(y))
-    }
-
-    /// [`sum_lanes`] for the build's baseline target.
-    pub fn one_stream(data: &[u64]) -> u64 {
-        sum_lanes(data)
-    }
-
-    /// [`sum_streams`] with 4 streams for the build's baseline target.
-    pub fn four_streams(data: &[u64]) -> u64 {
-        sum_streams::<4>(data)
-    }
-
-    /// [`sum_streams`] with 8 streams for the build's baseline target.
-    pub fn eight_streams(data: &[u64]) -> u64 {
-        sum_streams::<8>(data)
-    }
-
-    /// `sum` over 4 MiB pieces on the rayon global pool.
-    pub fn par_sum(data: &[u64], sum: SumFn) -> u64 {
-        data.par_chunks(1 << 19)
-            .map(sum)
-            .reduce(|| 0, u64::wrapping_add)
-    }
-
-    /// A `bytes`-long buffer of u64, written (not calloc'ed zero pages), so reads
-    /// really touch DRAM.
-    pub fn buffer(bytes: usize) -> Vec<u64> {
-        (0..(bytes / 8) as u64).collect()
-    }
-}
+/// Memory read loops (moved to `edge_core::read_bandwidth`, which the CLI's
+/// `bench decode` uses too; re-exported under the name the benchmarks use).
+pub use edge_core::read_bandwidth as read;
 
 /// A xorshift64* generator: fast, deterministic benchmark data.
 #[derive(Clone, Debug)]

@@ -8,7 +8,9 @@
 //! - [`HostBuffer`]: a typed host-side tensor over [`Bytes`];
 //! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
 //! - [`CoreError`]: this crate's typed error;
-//! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps.
+//! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
+//! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
+//!   bandwidth bound.
 //!
 //! Behind the `cuda` feature, the `cuda` module wraps a cudarc context whose driver and NVRTC
 //! libraries are loaded at run time (so the crate builds with no CUDA toolkit), and a
@@ -21,6 +23,7 @@ mod device;
 mod dtype;
 mod error;
 pub mod par;
+pub mod read_bandwidth;
 mod shape;
 
 #[cfg(feature = "cuda")]

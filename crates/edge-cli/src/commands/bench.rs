@@ -3,9 +3,9 @@
 
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
+use edge_core::read_bandwidth::ReadProbe;
 use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
 use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model, Scratch};
-use rayon::prelude::*;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -38,8 +38,8 @@ pub struct DecodeArgs {
     /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
     #[arg(long, default_value = "f32")]
     pub kv_cache: KvCacheDType,
-    /// Timed runs (fresh state each), each followed by a read-bandwidth measurement;
-    /// the median of each figure is reported (the fraction of the bound is the median
+    /// Timed runs (fresh state each), each followed by a read-bandwidth measurement
+    /// (the fastest of one, four and eight read streams per thread over 1 GiB); the median of each figure is reported (the fraction of the bound is the median
     /// of each run's decode speed over its own bound), since a shared VM's speed drifts
     /// by ±10% between runs.
     #[arg(long, default_value_t = 3)]
@@ -101,7 +101,8 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     // it: a shared VM's bandwidth drifts by a third within minutes, and one measurement
     // for all runs made the fraction of the bound swing with it.
     let bytes_per_token = model.weight_bytes_per_token();
-    let reader = BandwidthProbe::new();
+    // 1 GiB: several times any last-level cache here; 5 passes per read pattern.
+    let reader = ReadProbe::new(1 << 30, 5);
     let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
     let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
     for _ in 0..a.runs.max(1) {
@@ -151,34 +152,4 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-/// Read bandwidth: the median of several parallel passes summing a 1 GiB buffer
-/// (larger than any cache here; the best pass overstates what a model's weight stream
-/// sees on a noisy VM). The buffer is filled once and reused by every measurement.
-struct BandwidthProbe {
-    buf: Vec<u64>,
-}
-
-impl BandwidthProbe {
-    fn new() -> Self {
-        BandwidthProbe {
-            buf: (0..(1u64 << 30) / 8).collect(),
-        }
-    }
-
-    fn bytes_per_s(&self) -> f64 {
-        let mut secs = Vec::new();
-        for _ in 0..5 {
-            let t = Instant::now();
-            let sum: u64 = self
-                .buf
-                .par_chunks(1 << 16)
-                .map(|c| c.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
-                .reduce(|| 0, u64::wrapping_add);
-            std::hint::black_box(sum);
-            secs.push(t.elapsed().as_secs_f64());
-        }
-        (self.buf.len() * 8) as f64 / median(&mut secs)
-    }
 }
