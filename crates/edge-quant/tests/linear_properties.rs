@@ -265,6 +265,8 @@ fn decode_shapes_spot_check() {
     for tokens in 1..=5 {
         check_case(Format::Nvfp4W4a8, tokens, 23, 2048 + 128 + 64 + 48, 16);
         check_case(Format::Nvfp4W4a8, tokens, 9, 1024, 17);
+        // Rows in four lockstep runs with a remainder, split over several tasks.
+        check_case(Format::Nvfp4W4a8, tokens, 103, 512, 21);
     }
     // The integer prompt GEMM: ragged 4-token tiles, row blocks of 32 with an odd
     // remainder (2-row tiles and a lone row), several segments and tails.

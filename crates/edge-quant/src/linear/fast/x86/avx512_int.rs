@@ -18,6 +18,8 @@ use core::arch::x86_64::*;
 
 /// Inputs per step: 16 block scales, two 128-input halves.
 const STEP: usize = 256;
+/// Rows computed together.
+const STREAMS: usize = 4;
 
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]): one token with rows of
 /// whole 256-input steps in registers, anything else through the segment loop.
@@ -40,24 +42,39 @@ pub(super) fn a4_rows(
         &act.sfa[..n_in / 8],
         &act.negcorr[..n_in / 8],
     );
-    for (r, y) in out.iter_mut().enumerate() {
-        *y = one_row(
-            &codes[r * cb..][..cb],
-            &scales[r * sb..][..sb],
-            qa,
-            sfa,
-            negcorr,
-        );
+    // Rows in STREAMS runs read in lockstep: each run is a sequential stream of codes
+    // and of scales (several keep more DRAM requests in flight than one), and each
+    // activation load serves STREAMS rows.
+    let rows = out.len();
+    let per = rows / STREAMS;
+    let row = |r: usize| (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
+    for i in 0..per {
+        let r: [usize; STREAMS] = core::array::from_fn(|k| k * per + i);
+        let y = rows_dot(r.map(|r| row(r).0), r.map(|r| row(r).1), qa, sfa, negcorr);
+        for (r, y) in r.into_iter().zip(y) {
+            out[r] = y;
+        }
+    }
+    for (r, y) in out.iter_mut().enumerate().skip(STREAMS * per) {
+        let (c, s) = row(r);
+        [*y] = rows_dot([c], [s], qa, sfa, negcorr);
     }
 }
 
-/// One row's dot product with one token (all slices cover the row's `n_in` inputs, a
+/// `N` rows' dot products with one token (all slices cover the rows' `n_in` inputs, a
 /// multiple of [`STEP`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn one_row(codes: &[u8], scales: &[u8], qa: &[i8], sfa: &[f32], negcorr: &[i32]) -> f32 {
-    let steps = codes.len() / (STEP / 2);
-    assert!(scales.len() == 16 * steps && qa.len() == STEP * steps);
+fn rows_dot<const N: usize>(
+    codes: [&[u8]; N],
+    scales: [&[u8]; N],
+    qa: &[i8],
+    sfa: &[f32],
+    negcorr: &[i32],
+) -> [f32; N] {
+    let steps = qa.len() / STEP;
+    assert!(codes.iter().all(|c| c.len() == STEP / 2 * steps));
+    assert!(scales.iter().all(|s| s.len() == 16 * steps));
     assert!(sfa.len() == 32 * steps && negcorr.len() == 32 * steps);
     // SAFETY: OFFSET_DOUBLED holds 16 bytes.
     let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
@@ -67,33 +84,43 @@ fn one_row(codes: &[u8], scales: &[u8], qa: &[i8], sfa: &[f32], negcorr: &[i32])
         _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
         _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
     );
-    let mut sums = [_mm512_setzero_ps(); 2];
+    let mut sums = [[_mm512_setzero_ps(); 2]; N];
     let mut block_scales = [0.0f32; 16];
     for s in 0..steps {
-        prefetch(codes, 128 * s);
-        decode_scales(&scales[16 * s..][..16], &mut block_scales);
-        // SAFETY: `block_scales` holds 16 floats.
-        let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
-        let wsc = [
-            _mm512_permutexvar_ps(lo_idx, bs),
-            _mm512_permutexvar_ps(hi_idx, bs),
-        ];
-        for (h, (sum, wsc)) in sums.iter_mut().zip(wsc).enumerate() {
+        let mut wsc = [[_mm512_setzero_ps(); 2]; N];
+        for (w, (&codes, &scales)) in wsc.iter_mut().zip(codes.iter().zip(&scales)) {
+            prefetch(codes, 128 * s);
+            decode_scales(&scales[16 * s..][..16], &mut block_scales);
+            // SAFETY: `block_scales` holds 16 floats.
+            let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
+            *w = [
+                _mm512_permutexvar_ps(lo_idx, bs),
+                _mm512_permutexvar_ps(hi_idx, bs),
+            ];
+        }
+        for h in 0..2 {
             let (c, g) = (2 * s + h, 32 * s + 16 * h);
             // SAFETY: half c reads codes [64c, 64c + 64) and activations [128c, 128c +
             // 128) (2·steps halves, asserted above), and groups [g, g + 16) of 32·steps.
             unsafe {
-                let v = _mm512_loadu_si512(codes.as_ptr().add(64 * c).cast());
-                let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
-                let hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
                 let x = qa.as_ptr().add(128 * c);
-                let mut d = _mm512_loadu_si512(negcorr.as_ptr().add(g).cast());
-                d = _mm512_dpbusd_epi32(d, lo, _mm512_loadu_si512(x.cast()));
-                d = _mm512_dpbusd_epi32(d, hi, _mm512_loadu_si512(x.add(64).cast()));
-                let sc = _mm512_mul_ps(wsc, _mm512_loadu_ps(sfa.as_ptr().add(g)));
-                *sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, *sum);
+                let (x0, x1) = (
+                    _mm512_loadu_si512(x.cast()),
+                    _mm512_loadu_si512(x.add(64).cast()),
+                );
+                let nc = _mm512_loadu_si512(negcorr.as_ptr().add(g).cast());
+                let sa = _mm512_loadu_ps(sfa.as_ptr().add(g));
+                for ((sum, wsc), codes) in sums.iter_mut().zip(&wsc).zip(codes) {
+                    let v = _mm512_loadu_si512(codes.as_ptr().add(64 * c).cast());
+                    let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
+                    let hi =
+                        _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+                    let d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nc, lo, x0), hi, x1);
+                    let sc = _mm512_mul_ps(wsc[h], sa);
+                    sum[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, sum[h]);
+                }
             }
         }
     }
-    _mm512_reduce_add_ps(_mm512_add_ps(sums[0], sums[1]))
+    sums.map(|[a, b]| _mm512_reduce_add_ps(_mm512_add_ps(a, b)))
 }
