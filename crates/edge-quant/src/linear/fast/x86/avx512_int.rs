@@ -47,16 +47,19 @@ pub(super) fn a4_rows(
     // activation load serves STREAMS rows.
     let rows = out.len();
     let per = rows / STREAMS;
-    let row = |r: usize| (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
     for i in 0..per {
-        let r: [usize; STREAMS] = core::array::from_fn(|k| k * per + i);
-        let y = rows_dot(r.map(|r| row(r).0), r.map(|r| row(r).1), qa, sfa, negcorr);
-        for (r, y) in r.into_iter().zip(y) {
-            out[r] = y;
+        let (mut c, mut s) = ([&codes[..0]; STREAMS], [&scales[..0]; STREAMS]);
+        for (k, (c, s)) in c.iter_mut().zip(&mut s).enumerate() {
+            let r = k * per + i;
+            (*c, *s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
+        }
+        let y = rows_dot(c, s, qa, sfa, negcorr);
+        for (k, y) in y.into_iter().enumerate() {
+            out[k * per + i] = y;
         }
     }
     for (r, y) in out.iter_mut().enumerate().skip(STREAMS * per) {
-        let (c, s) = row(r);
+        let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
         [*y] = rows_dot([c], [s], qa, sfa, negcorr);
     }
 }
