@@ -287,6 +287,8 @@ fn decode_shapes_spot_check() {
         check_case_with(Format::Nvfp4, true, tokens, 37, 2048 + 128 + 48, 14);
         check_case_with(Format::Bf16, true, tokens, 29, 2048 + 64 + 13, 15);
     }
+    // One token of bf16 rows in four lockstep runs with a remainder, over several tasks.
+    check_case_with(Format::Bf16, true, 1, 103, 1024, 22);
 }
 
 #[test]

@@ -39,7 +39,11 @@ impl Bf16Gemv {
         tokens: usize,
         out: &mut [f32],
     ) {
-        // SAFETY: the token exists only if `detect` found every feature the kernel enables.
+        // SAFETY (both): the token exists only if `detect` found every feature the
+        // kernels enable.
+        if tokens == 1 && n_in.is_multiple_of(64) {
+            return unsafe { bf16_rows_in_runs(w, n_in, x, out) };
+        }
         unsafe {
             rows(out, tokens, |r, t| {
                 bf16_row_dispatch(&w[2 * r * n_in..][..2 * n_in], x, n_in, t)
@@ -124,6 +128,55 @@ fn nvfp4_row_dispatch(
 fn bh(v: __m512i) -> __m512bh {
     // SAFETY: both are 64-byte plain vector types; every bit pattern is valid for both.
     unsafe { std::mem::transmute::<__m512i, __m512bh>(v) }
+}
+
+/// Rows computed together by [`bf16_rows_in_runs`].
+const RUNS: usize = 4;
+
+/// One token against rows of `2n` bytes (`n` a multiple of 64), split into [`RUNS`]
+/// runs read in lockstep: several sequential weight streams keep more DRAM requests in
+/// flight than one (this is `lm_head` at every decode step), and each activation
+/// load serves [`RUNS`] rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,avx512bf16")]
+fn bf16_rows_in_runs(w: &[u8], n: usize, x: &[u16], out: &mut [f32]) {
+    let per = out.len() / RUNS;
+    for i in 0..per {
+        let mut ws = [&w[..0]; RUNS];
+        for (k, wk) in ws.iter_mut().enumerate() {
+            *wk = &w[2 * (k * per + i) * n..][..2 * n];
+        }
+        for (k, y) in bf16_row_group(ws, x, n).into_iter().enumerate() {
+            out[k * per + i] = y;
+        }
+    }
+    for (r, y) in out.iter_mut().enumerate().skip(RUNS * per) {
+        [*y] = bf16_row_group([&w[2 * r * n..][..2 * n]], x, n);
+    }
+}
+
+/// `R` bf16 rows (`2n` bytes each, `n` a multiple of 64) against one token.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,avx512bf16")]
+fn bf16_row_group<const R: usize>(w: [&[u8]; R], x: &[u16], n: usize) -> [f32; R] {
+    assert!(n.is_multiple_of(64) && x.len() >= n && w.iter().all(|w| w.len() >= 2 * n));
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for i in (0..n).step_by(64) {
+        // SAFETY: i + 64 <= n: elements [i, i + 64) of `x` and bytes [2i, 2i + 128) of
+        // every row are in bounds (asserted lengths).
+        unsafe {
+            let xp = x.as_ptr().add(i);
+            let x0 = bh(_mm512_loadu_si512(xp.cast()));
+            let x1 = bh(_mm512_loadu_si512(xp.add(32).cast()));
+            for (a, w) in acc.iter_mut().zip(w) {
+                avx512::prefetch(w, 2 * i);
+                avx512::prefetch(w, 2 * i + 64);
+                let wp = w.as_ptr().add(2 * i);
+                a[0] = _mm512_dpbf16_ps(a[0], bh(_mm512_loadu_si512(wp.cast())), x0);
+                a[1] = _mm512_dpbf16_ps(a[1], bh(_mm512_loadu_si512(wp.add(64).cast())), x1);
+            }
+        }
+    }
+    acc.map(|[a, b]| _mm512_reduce_add_ps(_mm512_add_ps(a, b)))
 }
 
 /// One bf16 row (`2n` bytes) against `G` tokens.
