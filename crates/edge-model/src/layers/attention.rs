@@ -182,9 +182,12 @@ fn attend_one(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32
 #[inline(always)]
 fn attend_body(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
     let d = q.len();
-    let mut scores: Vec<f32> = (0..visible)
-        .map(|s| dot(q, &kv.keys[s * kv.stride + kv.offset..][..d]) * scale)
-        .collect();
+    // A plain loop, not `map(..).collect()`: the iterator's `fold` is compiled without
+    // the caller's target features, and `dot` inlined there ran as SSE.
+    let mut scores = vec![0.0f32; visible];
+    for (s, score) in scores.iter_mut().enumerate() {
+        *score = dot(q, &kv.keys[s * kv.stride + kv.offset..][..d]) * scale;
+    }
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for s in scores.iter_mut() {
