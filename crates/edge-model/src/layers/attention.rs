@@ -137,9 +137,20 @@ impl GatedAttention {
             offset: (head / group) * d,
         };
         if tokens == 1 {
-            let heads: Vec<_> = attn.chunks_mut(d).enumerate().collect();
-            par::for_each(heads, |(head, o)| {
-                attend_one(&q[head * d..][..d], &view(head), pos0 + 1, scale, o);
+            // The query heads sharing a KV head read its keys and values once, as
+            // one item; where there are more threads than KV heads, each group is
+            // split so that every thread gets an item.
+            let split = rayon::current_num_threads().div_ceil(hkv).clamp(1, group);
+            let per = group.div_ceil(split);
+            let items: Vec<(usize, &mut [f32])> = (attn.chunks_mut(group * d).enumerate())
+                .flat_map(|(j, o)| {
+                    let parts = o.chunks_mut(per * d).enumerate();
+                    parts.map(move |(k, o)| (j * group + k * per, o))
+                })
+                .collect();
+            par::for_each(items, |(first, o)| {
+                let qs = &q[first * d..][..o.len()];
+                attend_group(qs, &view(first), pos0 + 1, scale, d, o);
             });
         } else {
             // Prompts: per head, blocks of queries as small matmuls.
@@ -172,32 +183,50 @@ impl GatedAttention {
     }
 }
 
-/// Causal softmax attention of one query over the first `visible` cached positions.
-fn attend_one(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
-    dispatch!(attend_portable, (q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
-        attend_body(q, kv, visible, scale, out)
+/// Causal softmax attention over the first `visible` cached positions of one KV head
+/// for the query heads in `qs` (`[heads, d]`, `d` the head dimension), written to `out` (`[heads, d]`): each
+/// key and value row is read once for all of them.
+fn attend_group(qs: &[f32], kv: &KvView, visible: usize, scale: f32, d: usize, out: &mut [f32]) {
+    dispatch!(attend_portable, (qs: &[f32], kv: &KvView, visible: usize, scale: f32, d: usize, out: &mut [f32]) {
+        attend_group_body(qs, kv, visible, scale, d, out)
     })
 }
 
 #[inline(always)]
-fn attend_body(q: &[f32], kv: &KvView, visible: usize, scale: f32, out: &mut [f32]) {
-    let d = q.len();
-    // A plain loop, not `map(..).collect()`: the iterator's `fold` is compiled without
+fn attend_group_body(
+    qs: &[f32],
+    kv: &KvView,
+    visible: usize,
+    scale: f32,
+    d: usize,
+    out: &mut [f32],
+) {
+    let heads = qs.len() / d;
+    // Plain loops, not `map(..).collect()`: an iterator's `fold` is compiled without
     // the caller's target features, and `dot` inlined there ran as SSE.
-    let mut scores = vec![0.0f32; visible];
-    for (s, score) in scores.iter_mut().enumerate() {
-        *score = dot(q, &kv.keys[s * kv.stride + kv.offset..][..d]) * scale;
+    let mut scores = vec![0.0f32; heads * visible];
+    for s in 0..visible {
+        let key = &kv.keys[s * kv.stride + kv.offset..][..d];
+        for (g, q) in qs.chunks_exact(d).enumerate() {
+            scores[g * visible + s] = dot(q, key) * scale;
+        }
     }
-    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for s in scores.iter_mut() {
-        *s = weight_exp(*s - max);
-        sum += *s;
+    for row in scores.chunks_exact_mut(visible.max(1)) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for s in row.iter_mut() {
+            *s = weight_exp(*s - max);
+            sum += *s;
+        }
+        let inv = 1.0 / sum;
+        row.iter_mut().for_each(|p| *p *= inv);
     }
     out.fill(0.0);
-    let inv = 1.0 / sum;
-    for (s, p) in scores.iter().enumerate() {
-        axpy(p * inv, &kv.values[s * kv.stride + kv.offset..][..d], out);
+    for s in 0..visible {
+        let value = &kv.values[s * kv.stride + kv.offset..][..d];
+        for (g, o) in out.chunks_exact_mut(d).enumerate() {
+            axpy(scores[g * visible + s], value, o);
+        }
     }
 }
 
@@ -207,4 +236,58 @@ fn fp8_round_trip(x: &mut [f32], scale: f32) -> Result<()> {
     quantize_kv(x, scale, &mut codes)?;
     dequantize_kv(&codes, scale, x)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Query heads attended together give each head's own attention exactly, and
+    /// match a direct softmax computation.
+    #[test]
+    fn grouped_heads_match_single_heads_and_softmax() {
+        let (d, positions, heads) = (16, 37, 3);
+        let stride = 2 * d;
+        let wave = |i: usize, f: f32| ((i as f32) * f).sin();
+        let keys: Vec<f32> = (0..positions * stride).map(|i| wave(i, 0.37)).collect();
+        let values: Vec<f32> = (0..positions * stride).map(|i| wave(i, 0.91)).collect();
+        let qs: Vec<f32> = (0..heads * d).map(|i| wave(i, 1.3)).collect();
+        let kv = KvView {
+            keys: &keys,
+            values: &values,
+            stride,
+            offset: d,
+        };
+        let (visible, scale) = (29, 0.25);
+        let mut together = vec![f32::NAN; heads * d];
+        attend_group(&qs, &kv, visible, scale, d, &mut together);
+        for (g, q) in qs.chunks_exact(d).enumerate() {
+            let mut alone = vec![f32::NAN; d];
+            attend_group(q, &kv, visible, scale, d, &mut alone);
+            assert_eq!(alone, together[g * d..][..d], "head {g}");
+            // Softmax in f64 over the visible positions of KV head 1.
+            let key = |s: usize| &keys[s * stride + d..][..d];
+            let logits: Vec<f64> = (0..visible)
+                .map(|s| {
+                    q.iter()
+                        .zip(key(s))
+                        .map(|(a, b)| (a * b) as f64)
+                        .sum::<f64>()
+                        * 0.25
+                })
+                .collect();
+            let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+            let total: f64 = w.iter().sum();
+            for (k, got) in alone.iter().enumerate() {
+                let want: f64 = (0..visible)
+                    .map(|s| w[s] / total * values[s * stride + d + k] as f64)
+                    .sum();
+                assert!(
+                    (*got as f64 - want).abs() < 1e-5,
+                    "head {g}, {k}: {got} vs {want}"
+                );
+            }
+        }
+    }
 }
