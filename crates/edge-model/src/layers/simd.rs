@@ -5,10 +5,13 @@
 //! reduction); [`dispatch!`] compiles a body once more with AVX-512 or AVX2+FMA enabled
 //! and picks the best at run time. aarch64 gets NEON by default.
 
-/// Lanes of the partial sums in [`dot`]; a multiple of every SIMD width used.
-const LANES: usize = 16;
+/// Lanes of the partial sums in [`dot`]: a multiple of every SIMD width used, and four
+/// AVX-512 vectors, so four add chains run at once instead of one (decode attention's
+/// dot products over 256-dimension heads were bound by that chain's latency).
+const LANES: usize = 64;
 
-/// `Σ aᵢ·bᵢ` with 16 independent partial sums (vectorisable).
+/// `Σ aᵢ·bᵢ` with [`LANES`] independent partial sums (vectorisable), added as a tree
+/// (an ordered sum of the lanes was a chain of scalar adds).
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -25,7 +28,14 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
         tail += x * y;
     }
-    acc.iter().sum::<f32>() + tail
+    let mut width = LANES / 2;
+    while width > 0 {
+        for i in 0..width {
+            acc[i] += acc[i + width];
+        }
+        width /= 2;
+    }
+    acc[0] + tail
 }
 
 /// `eˣ` without a libm call, so loops over it vectorise (silu, sigmoid and the decay
