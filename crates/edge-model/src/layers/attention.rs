@@ -5,7 +5,7 @@ use super::attention_block::{KvView, Queries, attend_queries};
 use super::norm::{Gate, gate_in_place, rms_norm_zero_centred};
 use super::rope::Rope;
 use super::scratch::Scratch;
-use super::simd::{axpy, dispatch, dot, weight_exp};
+use super::simd::{axpy, dispatch, dot, prefetch_row, weight_exp};
 use crate::Result;
 use crate::state::AttentionState;
 use edge_core::par;
@@ -205,7 +205,13 @@ fn attend_group_body(
     // Plain loops, not `map(..).collect()`: an iterator's `fold` is compiled without
     // the caller's target features, and `dot` inlined there ran as SSE.
     let mut scores = vec![0.0f32; heads * visible];
+    // One KV head's rows are `stride` apart in the cache; the hardware prefetcher
+    // does not keep up with that walk, so rows AHEAD positions on are requested early.
+    const AHEAD: usize = 8;
+    let at = |s: usize| s * kv.stride + kv.offset;
+    let row = |cache: &[f32], s: usize| cache.len().min(at(s))..cache.len().min(at(s) + d);
     for s in 0..visible {
+        prefetch_row(&kv.keys[row(kv.keys, s + AHEAD)]);
         let key = &kv.keys[s * kv.stride + kv.offset..][..d];
         for (g, q) in qs.chunks_exact(d).enumerate() {
             scores[g * visible + s] = dot(q, key) * scale;
@@ -223,6 +229,7 @@ fn attend_group_body(
     }
     out.fill(0.0);
     for s in 0..visible {
+        prefetch_row(&kv.values[row(kv.values, s + AHEAD)]);
         let value = &kv.values[s * kv.stride + kv.offset..][..d];
         for (g, o) in out.chunks_exact_mut(d).enumerate() {
             axpy(scores[g * visible + s], value, o);
