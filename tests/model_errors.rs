@@ -7,14 +7,7 @@ use safetensors::{Dtype, SafeTensors};
 use std::path::{Path, PathBuf};
 
 fn tiny_config() -> serde_json::Value {
-    serde_json::json!({
-        "hidden_size": 32, "num_hidden_layers": 4, "intermediate_size": 64,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
-        "linear_num_key_heads": 1, "linear_num_value_heads": 2,
-        "linear_key_head_dim": 16, "linear_value_head_dim": 16,
-        "vocab_size": 64, "max_position_embeddings": 40, "eos_token_id": 1,
-        "tie_word_embeddings": true
-    })
+    edge_model::synthetic::tiny_config(40)
 }
 
 fn make(tag: &str) -> PathBuf {

@@ -3,19 +3,12 @@
 //! (every buffer NaN when handed out) proves it: any value read before it was written
 //! would turn the logits NaN or change them.
 
-use edge_model::synthetic::{SyntheticDType, write_random_checkpoint};
+use edge_model::synthetic::{SyntheticDType, tiny_config, write_random_checkpoint};
 use edge_model::{ActivationMode, Logits, Qwen35Model, Scratch};
 
 fn model(mode: ActivationMode) -> Qwen35Model {
     // Three GDN layers and one attention layer; a 70-token prompt spans two GDN chunks.
-    let config = serde_json::json!({
-        "hidden_size": 32, "num_hidden_layers": 4, "intermediate_size": 64,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
-        "linear_num_key_heads": 1, "linear_num_value_heads": 2,
-        "linear_key_head_dim": 16, "linear_value_head_dim": 16,
-        "vocab_size": 64, "max_position_embeddings": 128, "eos_token_id": 1,
-        "tie_word_embeddings": true
-    });
+    let config = tiny_config(128);
     let dir = std::env::temp_dir().join(format!("edge-model-scratch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     write_random_checkpoint(&dir, &config, SyntheticDType::F32, 11).unwrap();

@@ -31,6 +31,20 @@ pub fn bench_0p5b_config() -> serde_json::Value {
     })
 }
 
+/// A 4-layer config of the architecture (three Gated DeltaNet layers and one attention
+/// layer) with every dimension tiny (hidden 32, vocab 64), for tests: it loads and runs
+/// in milliseconds. `max_positions` is its context length.
+pub fn tiny_config(max_positions: usize) -> serde_json::Value {
+    serde_json::json!({
+        "hidden_size": 32, "num_hidden_layers": 4, "intermediate_size": 64,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+        "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+        "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "vocab_size": 64, "max_position_embeddings": max_positions, "eos_token_id": 1,
+        "tie_word_embeddings": true
+    })
+}
+
 /// Writes `config.json` and `model.safetensors` with seeded random weights whose scales
 /// keep activations well-conditioned through many layers.
 pub fn write_random_checkpoint(
