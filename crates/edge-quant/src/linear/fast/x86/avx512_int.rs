@@ -12,14 +12,13 @@
 
 use super::super::{A4Act, a4_rows_by_segments};
 use super::Avx512;
+use super::avx2::{SPREAD_ROWS, spread_rows};
 use super::avx512::{decode_scales, prefetch};
 use crate::linear::fast::portable::OFFSET_DOUBLED;
 use core::arch::x86_64::*;
 
 /// Inputs per step: 16 block scales, two 128-input halves.
 const STEP: usize = 256;
-/// Rows computed together.
-const STREAMS: usize = 4;
 
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]): one token with rows of
 /// whole 256-input steps in registers, anything else through the segment loop.
@@ -42,25 +41,22 @@ pub(super) fn a4_rows(
         &act.sfa[..n_in / 8],
         &act.negcorr[..n_in / 8],
     );
-    // Rows in STREAMS runs read in lockstep: each run is a sequential stream of codes
-    // and of scales (several keep more DRAM requests in flight than one), and each
-    // activation load serves STREAMS rows.
-    let rows = out.len();
-    let per = rows / STREAMS;
-    for i in 0..per {
-        let (mut c, mut s) = ([&codes[..0]; STREAMS], [&scales[..0]; STREAMS]);
-        for (k, (c, s)) in c.iter_mut().zip(&mut s).enumerate() {
-            let r = k * per + i;
+    // Rows in SPREAD_ROWS runs read in lockstep, as on AVX2: each run is a sequential
+    // stream of codes and of scales (several keep more DRAM requests in flight than
+    // one), and each activation load serves SPREAD_ROWS rows.
+    let (passes, rest) = spread_rows(out.len());
+    for pass in passes {
+        let (mut c, mut s) = ([&codes[..0]; SPREAD_ROWS], [&scales[..0]; SPREAD_ROWS]);
+        for ((c, s), &r) in c.iter_mut().zip(&mut s).zip(&pass) {
             (*c, *s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
         }
-        let y = rows_dot(c, s, qa, sfa, negcorr);
-        for (k, y) in y.into_iter().enumerate() {
-            out[k * per + i] = y;
+        for (&r, y) in pass.iter().zip(rows_dot(c, s, qa, sfa, negcorr)) {
+            out[r] = y;
         }
     }
-    for (r, y) in out.iter_mut().enumerate().skip(STREAMS * per) {
+    for r in rest {
         let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
-        [*y] = rows_dot([c], [s], qa, sfa, negcorr);
+        [out[r]] = rows_dot([c], [s], qa, sfa, negcorr);
     }
 }
 
