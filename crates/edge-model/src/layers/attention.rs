@@ -184,8 +184,8 @@ impl GatedAttention {
 }
 
 /// Causal softmax attention over the first `visible` cached positions of one KV head
-/// for the query heads in `qs` (`[heads, d]`, `d` the head dimension), written to `out` (`[heads, d]`): each
-/// key and value row is read once for all of them.
+/// for the query heads in `qs` (`[heads, d]`, `d` the head dimension), written to
+/// `out` (`[heads, d]`): each key and value row is read once for all of them.
 fn attend_group(qs: &[f32], kv: &KvView, visible: usize, scale: f32, d: usize, out: &mut [f32]) {
     dispatch!(attend_portable, (qs: &[f32], kv: &KvView, visible: usize, scale: f32, d: usize, out: &mut [f32]) {
         attend_group_body(qs, kv, visible, scale, d, out)
@@ -209,28 +209,32 @@ fn attend_group_body(
     // does not keep up with that walk, so rows AHEAD positions on are requested early.
     const AHEAD: usize = 8;
     let at = |s: usize| s * kv.stride + kv.offset;
-    let row = |cache: &[f32], s: usize| cache.len().min(at(s))..cache.len().min(at(s) + d);
+    // Row `s` of `cache`, cut short (possibly empty) past its end: for prefetches only.
+    let clipped = |cache: &[f32], s: usize| cache.len().min(at(s))..cache.len().min(at(s) + d);
     for s in 0..visible {
-        prefetch_row(&kv.keys[row(kv.keys, s + AHEAD)]);
-        let key = &kv.keys[s * kv.stride + kv.offset..][..d];
+        prefetch_row(&kv.keys[clipped(kv.keys, s + AHEAD)]);
+        let key = &kv.keys[at(s)..][..d];
         for (g, q) in qs.chunks_exact(d).enumerate() {
             scores[g * visible + s] = dot(q, key) * scale;
         }
     }
-    for row in scores.chunks_exact_mut(visible.max(1)) {
-        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for head_scores in scores.chunks_exact_mut(visible.max(1)) {
+        let max = head_scores
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max);
         let mut sum = 0.0;
-        for s in row.iter_mut() {
+        for s in head_scores.iter_mut() {
             *s = weight_exp(*s - max);
             sum += *s;
         }
         let inv = 1.0 / sum;
-        row.iter_mut().for_each(|p| *p *= inv);
+        head_scores.iter_mut().for_each(|p| *p *= inv);
     }
     out.fill(0.0);
     for s in 0..visible {
-        prefetch_row(&kv.values[row(kv.values, s + AHEAD)]);
-        let value = &kv.values[s * kv.stride + kv.offset..][..d];
+        prefetch_row(&kv.values[clipped(kv.values, s + AHEAD)]);
+        let value = &kv.values[at(s)..][..d];
         for (g, o) in out.chunks_exact_mut(d).enumerate() {
             axpy(scores[g * visible + s], value, o);
         }

@@ -9,6 +9,7 @@
 //! inputs as zero).
 
 use super::super::portable;
+use super::avx2::{SPREAD_ROWS, spread_rows};
 use super::avx512;
 use super::{Avx512, Avx512Bf16};
 use crate::formats::e2m1;
@@ -130,27 +131,26 @@ fn bh(v: __m512i) -> __m512bh {
     unsafe { std::mem::transmute::<__m512i, __m512bh>(v) }
 }
 
-/// Rows computed together by [`bf16_rows_in_runs`].
-const RUNS: usize = 4;
-
-/// One token against rows of `2n` bytes (`n` a multiple of 64), split into [`RUNS`]
-/// runs read in lockstep: several sequential weight streams keep more DRAM requests in
-/// flight than one (this is `lm_head` at every decode step), and each activation
-/// load serves [`RUNS`] rows.
+/// One token against rows of `2n` bytes (`n` a multiple of 64), taken
+/// [`SPREAD_ROWS`] at a time from the runs of [`spread_rows`] and read in lockstep, as
+/// the one-token integer kernels do: several sequential weight streams keep more DRAM
+/// requests in flight than one (this is `lm_head` at every decode step), and each
+/// activation load serves [`SPREAD_ROWS`] rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c,avx512bf16")]
 fn bf16_rows_in_runs(w: &[u8], n: usize, x: &[u16], out: &mut [f32]) {
-    let per = out.len() / RUNS;
-    for i in 0..per {
-        let mut ws = [&w[..0]; RUNS];
-        for (k, wk) in ws.iter_mut().enumerate() {
-            *wk = &w[2 * (k * per + i) * n..][..2 * n];
+    let row = 2 * n;
+    let (passes, rest) = spread_rows(out.len());
+    for pass in passes {
+        let mut ws = [&w[..0]; SPREAD_ROWS];
+        for (wk, &r) in ws.iter_mut().zip(&pass) {
+            *wk = &w[r * row..][..row];
         }
-        for (k, y) in bf16_row_group(ws, x, n).into_iter().enumerate() {
-            out[k * per + i] = y;
+        for (&r, y) in pass.iter().zip(bf16_row_group(ws, x, n)) {
+            out[r] = y;
         }
     }
-    for (r, y) in out.iter_mut().enumerate().skip(RUNS * per) {
-        [*y] = bf16_row_group([&w[2 * r * n..][..2 * n]], x, n);
+    for r in rest {
+        [out[r]] = bf16_row_group([&w[r * row..][..row]], x, n);
     }
 }
 
