@@ -1,0 +1,683 @@
+//! [`PagedCache`]: pages with reference counts, one recurrent-state slot per live
+//! sequence, the prefix index with its snapshots, and one byte budget over all of it.
+
+use crate::memory::CacheMemory;
+use crate::pool::{PagePool, SlotPool};
+use crate::prefix::{NodeId, RadixTree};
+use crate::{
+    BlockId, CacheSpec, KvCacheError, KvDType, Result, SeqId, SequenceCache, SequenceView, SlotId,
+};
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+/// How a cache is sized and what it keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Tokens per KV page.
+    pub block_size: usize,
+    /// Element type of KV pages.
+    pub kv_dtype: KvDType,
+    /// Bytes for pages, live state slots and snapshots together.
+    pub budget_bytes: usize,
+    /// Keep prefix snapshots for reuse across requests.
+    pub prefix_cache: bool,
+}
+
+impl Default for CacheConfig {
+    /// 32-token f32 pages, a 4 GiB budget, prefix reuse on.
+    fn default() -> Self {
+        CacheConfig {
+            block_size: 32,
+            kv_dtype: KvDType::F32,
+            budget_bytes: 4 << 30,
+            prefix_cache: true,
+        }
+    }
+}
+
+/// What a snapshot keeps besides pages and state: the rows a caller needs to resume
+/// exactly where the snapshot was taken.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SnapshotData {
+    /// Logits of the last token (`[vocab]`): a request whose whole prompt is cached
+    /// samples its first token from them without running the model.
+    pub logits: Option<Vec<f32>>,
+    /// The final-normed hidden state of the last token (`[hidden]`): the input the MTP
+    /// head pairs with the token that follows.
+    pub hidden: Option<Vec<f32>>,
+    /// Caller-defined fingerprint of how the cached rows were computed (see
+    /// [`PrefixCandidate::tag`]).
+    pub tag: u64,
+}
+
+impl SnapshotData {
+    fn bytes(&self) -> usize {
+        4 * (self.logits.as_ref().map_or(0, Vec::len) + self.hidden.as_ref().map_or(0, Vec::len))
+    }
+}
+
+/// A snapshot found on a prompt's path, offered to the caller's filter of
+/// [`PagedCache::lookup`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixCandidate {
+    /// Tokens it covers (a prefix of the looked-up prompt).
+    pub len: usize,
+    /// [`SnapshotData::tag`] as inserted.
+    pub tag: u64,
+    /// It carries last-token logits.
+    pub has_logits: bool,
+    /// It carries a last-token hidden state.
+    pub has_hidden: bool,
+}
+
+/// The snapshot [`PagedCache::lookup`] chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixHit {
+    entry: u64,
+    /// Tokens it covers.
+    pub len: usize,
+}
+
+/// A saved recurrent state and length of one sequence, to roll it back to (e.g. after
+/// a rejected speculative draft).
+#[derive(Debug)]
+pub struct SavedState<S> {
+    len: usize,
+    state: S,
+}
+
+/// Counters since the cache was made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Prefix lookups.
+    pub lookups: u64,
+    /// Lookups that restored a snapshot.
+    pub hits: u64,
+    /// Tokens restored from snapshots.
+    pub hit_tokens: u64,
+    /// Snapshots stored.
+    pub snapshots: u64,
+    /// Snapshots not stored because the budget had no room for them.
+    pub snapshots_skipped: u64,
+    /// Snapshots evicted to make room.
+    pub evictions: u64,
+    /// Partly filled shared pages copied before a write.
+    pub copy_on_write: u64,
+}
+
+/// Bytes the cache holds, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// The budget.
+    pub budget: usize,
+    /// Pages referenced by a sequence or a snapshot.
+    pub pages_in_use: usize,
+    /// Pages kept allocated for reuse (no references).
+    pub pages_free: usize,
+    /// Recurrent-state slots of live sequences.
+    pub state_slots: usize,
+    /// Snapshots' states, logits and hidden rows.
+    pub snapshots: usize,
+    /// Bytes live sequences hold or have reserved (never evicted).
+    pub pinned: usize,
+    /// Live sequences.
+    pub sequences: usize,
+    /// Snapshots in the prefix index.
+    pub entries: usize,
+}
+
+impl CacheUsage {
+    /// Everything allocated.
+    pub fn total(&self) -> usize {
+        self.pages_in_use + self.pages_free + self.state_slots + self.snapshots
+    }
+}
+
+#[derive(Debug)]
+struct Sequence {
+    pages: Vec<BlockId>,
+    len: usize,
+    slot: SlotId,
+    /// Blocks this sequence may grow to without ever failing for lack of room.
+    reserved_blocks: usize,
+}
+
+#[derive(Debug)]
+struct Entry<S> {
+    node: NodeId,
+    len: usize,
+    pages: Vec<BlockId>,
+    state: S,
+    data: SnapshotData,
+    bytes: usize,
+    tick: u64,
+}
+
+/// A paged KV cache with recurrent-state slots and a prefix index, over the memory of
+/// one device (`M`).
+///
+/// Pages are shared between sequences and snapshots by reference count. A sequence
+/// never writes a shared page: [`SequenceCache::prepare_rows`] copies it first. One
+/// byte budget covers materialised pages, live slots and snapshots; snapshots nobody
+/// uses are evicted least recently used first, and nothing a live sequence holds or
+/// has reserved is ever evicted.
+#[derive(Debug)]
+pub struct PagedCache<M: CacheMemory> {
+    memory: M,
+    spec: CacheSpec,
+    config: CacheConfig,
+    pages: PagePool,
+    slots: SlotPool,
+    seqs: Vec<Option<Sequence>>,
+    tree: RadixTree,
+    entries: HashMap<u64, Entry<M::State>>,
+    lru: BTreeSet<(u64, u64)>,
+    next_entry: u64,
+    tick: u64,
+    snapshot_bytes: usize,
+    stats: CacheStats,
+}
+
+impl<M: CacheMemory> PagedCache<M> {
+    /// An empty cache for a model whose layers `spec` describes (its block size and
+    /// dtype are taken from `config`).
+    pub fn new(mut spec: CacheSpec, config: CacheConfig) -> Result<Self> {
+        spec.block_size = config.block_size;
+        spec.kv_dtype = config.kv_dtype;
+        spec.validate()?;
+        let floor = spec.block_bytes() + spec.state_bytes();
+        if config.budget_bytes < floor {
+            return Err(KvCacheError::Config(format!(
+                "a budget of {} bytes cannot hold one block and one state slot ({floor} bytes)",
+                config.budget_bytes
+            )));
+        }
+        Ok(PagedCache {
+            memory: M::new(&spec)?,
+            spec,
+            config,
+            pages: PagePool::default(),
+            slots: SlotPool::default(),
+            seqs: Vec::new(),
+            tree: RadixTree::default(),
+            entries: HashMap::new(),
+            lru: BTreeSet::new(),
+            next_entry: 0,
+            tick: 0,
+            snapshot_bytes: 0,
+            stats: CacheStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
+    /// The device memory.
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    /// Bytes held, by kind.
+    pub fn usage(&self) -> CacheUsage {
+        let bb = self.spec.block_bytes();
+        CacheUsage {
+            budget: self.config.budget_bytes,
+            pages_in_use: self.pages.in_use() * bb,
+            pages_free: self.pages.free_materialized() * bb,
+            state_slots: self.slots.live() * self.spec.state_bytes(),
+            snapshots: self.snapshot_bytes,
+            pinned: self.pinned(),
+            sequences: self.seqs.iter().flatten().count(),
+            entries: self.entries.len(),
+        }
+    }
+
+    fn used(&self) -> usize {
+        self.pages.materialized() * self.spec.block_bytes()
+            + self.slots.live() * self.spec.state_bytes()
+            + self.snapshot_bytes
+    }
+
+    /// Bytes that eviction can never free: each live sequence's pages (at least its
+    /// reservation) and its state slot.
+    fn pinned(&self) -> usize {
+        let bb = self.spec.block_bytes();
+        (self.seqs.iter().flatten())
+            .map(|s| s.pages.len().max(s.reserved_blocks) * bb + self.spec.state_bytes())
+            .sum()
+    }
+
+    fn seq(&self, seq: SeqId) -> Result<&Sequence> {
+        (self.seqs.get(seq.index()).and_then(Option::as_ref))
+            .ok_or(KvCacheError::UnknownSequence(seq))
+    }
+
+    fn seq_mut(&mut self, seq: SeqId) -> Result<&mut Sequence> {
+        (self.seqs.get_mut(seq.index()).and_then(Option::as_mut))
+            .ok_or(KvCacheError::UnknownSequence(seq))
+    }
+
+    fn over_budget(&self, needed: usize) -> KvCacheError {
+        KvCacheError::OverBudget {
+            needed,
+            budget: self.config.budget_bytes,
+            pinned: self.pinned(),
+        }
+    }
+
+    /// Bytes a sequence of `rows` rows needs: its pages (one more for a
+    /// copy-on-write) and its state slot.
+    pub fn sequence_bytes(&self, rows: usize) -> usize {
+        (self.spec.blocks_for(rows) + 1) * self.spec.block_bytes() + self.spec.state_bytes()
+    }
+
+    /// Starts an empty sequence, reserving room for `reserve_rows` rows: writes up to
+    /// that many rows never fail for lack of room (rows past it may, when the budget is
+    /// full of other live sequences).
+    ///
+    /// Errors with [`KvCacheError::OverBudget`] (changing nothing) when the budget
+    /// cannot hold the reservation next to what live sequences pin.
+    pub fn new_sequence(&mut self, reserve_rows: usize) -> Result<SeqId> {
+        let needed = self.sequence_bytes(reserve_rows);
+        if self.pinned() + needed > self.config.budget_bytes {
+            return Err(self.over_budget(needed));
+        }
+        let state = self.spec.state_bytes();
+        if !self.make_room(state) {
+            return Err(self.over_budget(state));
+        }
+        let slot = self.slots.take();
+        self.memory.materialize_slot(slot);
+        let s = Sequence {
+            pages: Vec::new(),
+            len: 0,
+            slot,
+            reserved_blocks: self.spec.blocks_for(reserve_rows) + 1,
+        };
+        let id = match self.seqs.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.seqs.push(None);
+                self.seqs.len() - 1
+            }
+        };
+        self.seqs[id] = Some(s);
+        Ok(SeqId::new(id))
+    }
+
+    /// Ends a sequence: its pages lose a reference and its state slot is freed.
+    pub fn release(&mut self, seq: SeqId) -> Result<()> {
+        self.seq(seq)?;
+        let s = self.seqs[seq.index()].take().expect("checked above");
+        for p in s.pages {
+            self.unref_page(p);
+        }
+        self.memory.drop_slot(s.slot);
+        self.slots.give(s.slot);
+        Ok(())
+    }
+
+    /// Rolls a sequence back to `len` rows, dropping pages past them. Its recurrent
+    /// state is the caller's (see [`PagedCache::save_state`]).
+    pub fn truncate(&mut self, seq: SeqId, len: usize) -> Result<()> {
+        let keep = self.spec.blocks_for(len);
+        let s = self.seq_mut(seq)?;
+        if len > s.len {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: format!("cannot truncate {} rows to {len}", s.len),
+            });
+        }
+        s.len = len;
+        let dropped: Vec<BlockId> = s.pages.drain(keep.min(s.pages.len())..).collect();
+        for p in dropped {
+            self.unref_page(p);
+        }
+        Ok(())
+    }
+
+    /// A copy of a sequence's recurrent state and its length.
+    pub fn save_state(&self, seq: SeqId) -> Result<SavedState<M::State>> {
+        let s = self.seq(seq)?;
+        Ok(SavedState {
+            len: s.len,
+            state: self.memory.save_state(s.slot),
+        })
+    }
+
+    /// Returns a sequence to a state saved from it earlier: its length and recurrent
+    /// state (rows written past the length stay in their pages, to be overwritten).
+    pub fn restore_state(&mut self, seq: SeqId, saved: &SavedState<M::State>) -> Result<()> {
+        let block = self.spec.block_size;
+        let s = self.seq_mut(seq)?;
+        if saved.len > s.pages.len() * block {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: format!("saved length {} is past the sequence's pages", saved.len),
+            });
+        }
+        s.len = saved.len;
+        let slot = s.slot;
+        self.memory.load_state(slot, &saved.state);
+        Ok(())
+    }
+
+    fn unref_page(&mut self, page: BlockId) {
+        self.pages.unref(page);
+    }
+
+    /// A fresh page for a sequence, evicting snapshots if the budget needs it.
+    fn alloc_page(&mut self) -> Result<BlockId> {
+        loop {
+            if let Some(p) = self.pages.take_materialized() {
+                return Ok(p);
+            }
+            let bb = self.spec.block_bytes();
+            if self.used() + bb <= self.config.budget_bytes {
+                let p = self.pages.take_bare();
+                self.memory.materialize_page(p);
+                return Ok(p);
+            }
+            if !self.evict_one() {
+                return Err(self.over_budget(bb));
+            }
+        }
+    }
+
+    /// Frees memory until `bytes` more fit: unused page storage first, then the least
+    /// recently used snapshots. False if even that is not enough.
+    fn make_room(&mut self, bytes: usize) -> bool {
+        while self.used() + bytes > self.config.budget_bytes {
+            if let Some(p) = self.pages.strip_free() {
+                self.memory.drop_page(p);
+                continue;
+            }
+            if !self.evict_one() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn evict_one(&mut self) -> bool {
+        let Some(&(tick, id)) = self.lru.first() else {
+            return false;
+        };
+        self.lru.remove(&(tick, id));
+        self.remove_entry(id);
+        self.stats.evictions += 1;
+        true
+    }
+
+    fn remove_entry(&mut self, id: u64) {
+        if let Some(e) = self.entries.remove(&id) {
+            self.lru.remove(&(e.tick, id));
+            self.tree.remove_entry(e.node);
+            self.snapshot_bytes -= e.bytes;
+            for p in e.pages {
+                self.unref_page(p);
+            }
+        }
+    }
+
+    /// Stores a snapshot of `seq` as it is now (its first `tokens.len()` rows and its
+    /// recurrent state, which must have absorbed exactly those tokens) under
+    /// `tokens`. It shares the sequence's pages; later writes of the sequence copy a
+    /// shared page first. A snapshot already at `tokens` is replaced.
+    ///
+    /// Returns false (storing nothing) when prefix caching is off, or when the budget
+    /// has no room even after evicting older snapshots.
+    pub fn insert_snapshot(
+        &mut self,
+        seq: SeqId,
+        tokens: &[u32],
+        data: SnapshotData,
+    ) -> Result<bool> {
+        let s = self.seq(seq)?;
+        if s.len != tokens.len() {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: format!(
+                    "snapshot of {} tokens taken from a sequence of {} rows",
+                    tokens.len(),
+                    s.len
+                ),
+            });
+        }
+        if !self.config.prefix_cache || tokens.is_empty() {
+            return Ok(false);
+        }
+        let bytes = self.spec.state_bytes() + data.bytes();
+        // A snapshot at the same tokens is replaced: free it first so that its bytes
+        // count as room.
+        let node = self.tree.insert(tokens);
+        if let Some(old) = self.tree.set_entry(node, u64::MAX) {
+            self.remove_entry_keep_node(old);
+        }
+        if !self.make_room(bytes) {
+            self.tree.remove_entry(node);
+            self.stats.snapshots_skipped += 1;
+            return Ok(false);
+        }
+        // `make_room` may have pruned and reused tree nodes: look the node up again.
+        let node = self.tree.insert(tokens);
+        let s = self.seq(seq)?;
+        let pages = s.pages[..self.spec.blocks_for(tokens.len())].to_vec();
+        let state = self.memory.save_state(s.slot);
+        for &p in &pages {
+            self.pages.add_ref(p);
+        }
+        let id = self.next_entry;
+        self.next_entry += 1;
+        self.tick += 1;
+        self.tree.set_entry(node, id);
+        self.lru.insert((self.tick, id));
+        self.snapshot_bytes += bytes;
+        self.entries.insert(
+            id,
+            Entry {
+                node,
+                len: tokens.len(),
+                pages,
+                state,
+                data,
+                bytes,
+                tick: self.tick,
+            },
+        );
+        self.stats.snapshots += 1;
+        Ok(true)
+    }
+
+    /// Removes an entry whose node keeps a placeholder (the caller re-sets it).
+    fn remove_entry_keep_node(&mut self, id: u64) {
+        if let Some(e) = self.entries.remove(&id) {
+            self.lru.remove(&(e.tick, id));
+            self.snapshot_bytes -= e.bytes;
+            for p in e.pages {
+                self.unref_page(p);
+            }
+        }
+    }
+
+    /// The longest snapshot on `tokens`' path that `accept` takes, or `None` (always
+    /// `None` with prefix caching off).
+    pub fn lookup(
+        &mut self,
+        tokens: &[u32],
+        accept: impl Fn(&PrefixCandidate) -> bool,
+    ) -> Option<PrefixHit> {
+        self.stats.lookups += 1;
+        if !self.config.prefix_cache {
+            return None;
+        }
+        let path = self.tree.entries_on_path(tokens);
+        path.into_iter().rev().find_map(|(len, id)| {
+            let e = self.entries.get(&id)?;
+            let candidate = PrefixCandidate {
+                len,
+                tag: e.data.tag,
+                has_logits: e.data.logits.is_some(),
+                has_hidden: e.data.hidden.is_some(),
+            };
+            accept(&candidate).then_some(PrefixHit { entry: id, len })
+        })
+    }
+
+    /// Makes an empty sequence resume from a snapshot: it shares the snapshot's pages,
+    /// its state slot gets the snapshot's state, and its length becomes the
+    /// snapshot's. Returns the snapshot's data.
+    pub fn restore(&mut self, seq: SeqId, hit: PrefixHit) -> Result<SnapshotData> {
+        let s = self.seq(seq)?;
+        if s.len != 0 || !s.pages.is_empty() {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: "a snapshot can only be restored into an empty sequence".into(),
+            });
+        }
+        let slot = s.slot;
+        let e = (self.entries.get_mut(&hit.entry)).ok_or(KvCacheError::UnknownEntry(hit.entry))?;
+        self.lru.remove(&(e.tick, hit.entry));
+        self.tick += 1;
+        e.tick = self.tick;
+        self.lru.insert((self.tick, hit.entry));
+        let (pages, len, data) = (e.pages.clone(), e.len, e.data.clone());
+        self.memory.load_state(slot, &e.state);
+        for &p in &pages {
+            self.pages.add_ref(p);
+        }
+        let s = self.seq_mut(seq)?;
+        s.pages = pages;
+        s.len = len;
+        self.stats.hits += 1;
+        self.stats.hit_tokens += len as u64;
+        Ok(data)
+    }
+
+    /// Drops every snapshot (pages they alone held are freed).
+    pub fn clear_prefixes(&mut self) {
+        let ids: Vec<u64> = self.entries.keys().copied().collect();
+        for id in ids {
+            self.remove_entry(id);
+        }
+    }
+
+    /// Recounts every page's references from the live sequences and snapshots and
+    /// compares them with the pool's counts: an error names the first page whose
+    /// count is off (for tests; a leak or a double free shows here).
+    pub fn verify_refcounts(&self) -> std::result::Result<(), String> {
+        let mut counted: HashMap<BlockId, u32> = HashMap::new();
+        let pages = (self.seqs.iter().flatten().flat_map(|s| &s.pages))
+            .chain(self.entries.values().flat_map(|e| &e.pages));
+        for &p in pages {
+            *counted.entry(p).or_default() += 1;
+        }
+        if counted.len() != self.pages.in_use() {
+            return Err(format!(
+                "{} pages referenced, the pool counts {} in use",
+                counted.len(),
+                self.pages.in_use()
+            ));
+        }
+        for (p, n) in counted {
+            if self.pages.refs(p) != n {
+                return Err(format!(
+                    "page {p:?}: {n} references, pool says {}",
+                    self.pages.refs(p)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages referenced by anything (for tests of reference counting).
+    pub fn pages_in_use(&self) -> usize {
+        self.pages.in_use()
+    }
+
+    /// Radix-tree nodes (for tests).
+    pub fn index_nodes(&self) -> usize {
+        self.tree.node_count()
+    }
+}
+
+impl<M: CacheMemory> SequenceCache for PagedCache<M> {
+    type Memory = M;
+
+    fn spec(&self) -> &CacheSpec {
+        &self.spec
+    }
+
+    fn sequence(&self, seq: SeqId) -> Result<SequenceView<'_>> {
+        let s = self.seq(seq)?;
+        Ok(SequenceView {
+            pages: &s.pages,
+            len: s.len,
+            slot: s.slot,
+        })
+    }
+
+    fn prepare_rows(&mut self, seq: SeqId, rows: Range<usize>) -> Result<()> {
+        let block = self.spec.block_size;
+        let s = self.seq(seq)?;
+        if rows.start > s.pages.len() * block || rows.start > rows.end {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: format!(
+                    "rows {rows:?} do not follow the {} rows its pages hold",
+                    s.pages.len() * block
+                ),
+            });
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Copy shared pages the rows fall in, then add pages past the end.
+        let first = rows.start / block;
+        let last = (rows.end - 1) / block;
+        for b in first..(last + 1).min(s.pages.len()) {
+            let page = self.seq(seq)?.pages[b];
+            if self.pages.refs(page) > 1 {
+                let fresh = self.alloc_page()?;
+                // Rows of the page before the write start are kept; the rest will be
+                // written.
+                let keep = rows.start.saturating_sub(b * block).min(block);
+                let len = self.seq(seq)?.len;
+                let valid = len.saturating_sub(b * block).min(block);
+                self.memory.copy_rows(page, fresh, keep.max(valid));
+                self.unref_page(page);
+                self.seq_mut(seq)?.pages[b] = fresh;
+                self.stats.copy_on_write += 1;
+            }
+        }
+        while self.seq(seq)?.pages.len() <= last {
+            let fresh = self.alloc_page()?;
+            self.seq_mut(seq)?.pages.push(fresh);
+        }
+        Ok(())
+    }
+
+    fn set_len(&mut self, seq: SeqId, len: usize) -> Result<()> {
+        let block = self.spec.block_size;
+        let s = self.seq_mut(seq)?;
+        if len > s.pages.len() * block {
+            return Err(KvCacheError::Rows {
+                seq,
+                reason: format!("length {len} is past its {} pages", s.pages.len()),
+            });
+        }
+        s.len = len;
+        Ok(())
+    }
+
+    fn memory_mut(&mut self) -> &mut M {
+        &mut self.memory
+    }
+}

@@ -1,0 +1,476 @@
+//! Host (CPU) memory: every page and slot is its own boxed slice, so the pool grows and
+//! shrinks page by page without moving what is already stored.
+//!
+//! A page of one attention layer is laid out head-major, `[kv_heads, block_size,
+//! head_dim]`, for keys and for values: one KV head's rows in a page are contiguous,
+//! so attention walks them sequentially.
+
+use super::CacheMemory;
+use crate::{AttentionLayerSpec, BlockId, CacheSpec, KvDType, RecurrentLayerSpec, Result, SlotId};
+use edge_quant::formats::e4m3;
+
+/// Pages of one element type; `None` where a page has no storage.
+#[derive(Debug)]
+struct Pages<T> {
+    pages: Vec<Option<Box<[T]>>>,
+    len: usize,
+}
+
+impl<T: Copy + Default> Pages<T> {
+    fn new(len: usize) -> Self {
+        Pages {
+            pages: Vec::new(),
+            len,
+        }
+    }
+
+    fn materialize(&mut self, page: usize) {
+        if self.pages.len() <= page {
+            self.pages.resize_with(page + 1, || None);
+        }
+        if self.pages[page].is_none() {
+            self.pages[page] = Some(vec![T::default(); self.len].into_boxed_slice());
+        }
+    }
+
+    fn drop_page(&mut self, page: usize) {
+        if let Some(p) = self.pages.get_mut(page) {
+            *p = None;
+        }
+    }
+
+    fn get(&self, page: usize) -> &[T] {
+        self.pages[page]
+            .as_deref()
+            .expect("a page the cache handed out has storage")
+    }
+
+    fn get_mut(&mut self, page: usize) -> &mut [T] {
+        self.pages[page]
+            .as_deref_mut()
+            .expect("a page the cache handed out has storage")
+    }
+
+    fn copy_prefix(&mut self, from: usize, to: usize, heads: usize, run: usize, used: usize) {
+        let src: Vec<T> = self.get(from).to_vec();
+        let dst = self.get_mut(to);
+        for h in 0..heads {
+            let r = h * run..h * run + used;
+            dst[r.clone()].copy_from_slice(&src[r]);
+        }
+    }
+}
+
+/// The pages of one arena (keys or values) in their element type.
+#[derive(Debug)]
+enum Arena {
+    F32(Pages<f32>),
+    Bf16(Pages<u16>),
+    Fp8(Pages<u8>),
+}
+
+macro_rules! each_arena {
+    ($arena:expr, $p:ident => $e:expr) => {
+        match $arena {
+            Arena::F32($p) => $e,
+            Arena::Bf16($p) => $e,
+            Arena::Fp8($p) => $e,
+        }
+    };
+}
+
+impl Arena {
+    fn new(dtype: KvDType, len: usize) -> Self {
+        match dtype {
+            KvDType::F32 => Arena::F32(Pages::new(len)),
+            KvDType::Bf16 => Arena::Bf16(Pages::new(len)),
+            KvDType::Fp8E4M3 => Arena::Fp8(Pages::new(len)),
+        }
+    }
+
+    fn run(&self, page: usize, range: std::ops::Range<usize>) -> KvRun<'_> {
+        match self {
+            Arena::F32(p) => KvRun::F32(&p.get(page)[range]),
+            Arena::Bf16(p) => KvRun::Bf16(&p.get(page)[range]),
+            Arena::Fp8(p) => KvRun::Fp8(&p.get(page)[range]),
+        }
+    }
+
+    /// Encodes `x` into `page[at..at + x.len()]` (`scale` divides FP8 inputs).
+    fn write(&mut self, page: usize, at: usize, x: &[f32], scale: f32) {
+        match self {
+            Arena::F32(p) => p.get_mut(page)[at..][..x.len()].copy_from_slice(x),
+            Arena::Bf16(p) => {
+                for (o, &v) in p.get_mut(page)[at..][..x.len()].iter_mut().zip(x) {
+                    *o = half::bf16::from_f32(v).to_bits();
+                }
+            }
+            Arena::Fp8(p) => {
+                // Divide (not multiply by 1/scale, which rounds once more), as
+                // `edge_quant::fp8::kv::quantize_kv` and ModelOpt's quantizer do.
+                for (o, &v) in p.get_mut(page)[at..][..x.len()].iter_mut().zip(x) {
+                    *o = e4m3::encode(v / scale);
+                }
+            }
+        }
+    }
+}
+
+/// A run of consecutive cached rows of one KV head, in the page's element type.
+#[derive(Clone, Copy, Debug)]
+pub enum KvRun<'a> {
+    /// f32 values.
+    F32(&'a [f32]),
+    /// bf16 bit patterns.
+    Bf16(&'a [u16]),
+    /// FP8 E4M3 codes (multiply by the layer's scale).
+    Fp8(&'a [u8]),
+}
+
+/// Decodes a run into f32 (`scale` multiplies FP8 codes; others ignore it).
+pub fn decode_run(run: KvRun<'_>, scale: f32, out: &mut [f32]) {
+    match run {
+        KvRun::F32(x) => out.copy_from_slice(x),
+        KvRun::Bf16(x) => {
+            for (o, &b) in out.iter_mut().zip(x) {
+                *o = f32::from_bits(u32::from(b) << 16);
+            }
+        }
+        KvRun::Fp8(x) => {
+            for (o, &b) in out.iter_mut().zip(x) {
+                *o = e4m3::DECODE[b as usize] * scale;
+            }
+        }
+    }
+}
+
+/// One attention layer's pages in host memory.
+#[derive(Debug)]
+pub struct HostKv {
+    spec: AttentionLayerSpec,
+    block_size: usize,
+    dtype: KvDType,
+    keys: Arena,
+    values: Arena,
+}
+
+impl HostKv {
+    fn new(spec: AttentionLayerSpec, block_size: usize, dtype: KvDType) -> Self {
+        let len = spec.kv_heads * block_size * spec.head_dim;
+        HostKv {
+            spec,
+            block_size,
+            dtype,
+            keys: Arena::new(dtype, len),
+            values: Arena::new(dtype, len),
+        }
+    }
+
+    /// The layer's shape and FP8 scales.
+    pub fn spec(&self) -> &AttentionLayerSpec {
+        &self.spec
+    }
+
+    /// Tokens per page.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// The pages' element type.
+    pub fn dtype(&self) -> KvDType {
+        self.dtype
+    }
+
+    fn head_range(&self, head: usize, rows: std::ops::Range<usize>) -> std::ops::Range<usize> {
+        let d = self.spec.head_dim;
+        let base = head * self.block_size * d;
+        base + rows.start * d..base + rows.end * d
+    }
+
+    /// Keys of `rows` (within the page) of KV head `head` in `page`:
+    /// `[rows.len(), head_dim]`.
+    pub fn keys(&self, page: BlockId, head: usize, rows: std::ops::Range<usize>) -> KvRun<'_> {
+        self.keys.run(page.index(), self.head_range(head, rows))
+    }
+
+    /// Values of `rows` of KV head `head` in `page`.
+    pub fn values(&self, page: BlockId, head: usize, rows: std::ops::Range<usize>) -> KvRun<'_> {
+        self.values.run(page.index(), self.head_range(head, rows))
+    }
+
+    /// Stores one token's keys and values (`[kv_heads · head_dim]` each, head-major)
+    /// at row `row` of `page`, encoded in the page's element type.
+    pub fn write_row(&mut self, page: BlockId, row: usize, k: &[f32], v: &[f32]) {
+        let d = self.spec.head_dim;
+        for h in 0..self.spec.kv_heads {
+            let at = self.head_range(h, row..row + 1).start;
+            let (ks, vs) = (&k[h * d..][..d], &v[h * d..][..d]);
+            self.keys.write(page.index(), at, ks, self.spec.k_scale);
+            self.values.write(page.index(), at, vs, self.spec.v_scale);
+        }
+    }
+}
+
+/// One recurrent layer's slots in host memory.
+#[derive(Debug)]
+pub struct HostRecurrent {
+    spec: RecurrentLayerSpec,
+    conv: Vec<Option<Box<[f32]>>>,
+    state: Vec<Option<Box<[f32]>>>,
+}
+
+impl HostRecurrent {
+    /// The layer's sizes.
+    pub fn spec(&self) -> &RecurrentLayerSpec {
+        &self.spec
+    }
+
+    /// The conv window and recurrent state of each of `slots` (distinct), in order.
+    ///
+    /// Panics if a slot repeats or has no storage: slots come from the cache, one per
+    /// live sequence.
+    pub fn slots_mut(&mut self, slots: &[SlotId]) -> Vec<(&mut [f32], &mut [f32])> {
+        let mut conv: Vec<Option<&mut Box<[f32]>>> =
+            self.conv.iter_mut().map(Option::as_mut).collect();
+        let mut state: Vec<Option<&mut Box<[f32]>>> =
+            self.state.iter_mut().map(Option::as_mut).collect();
+        slots
+            .iter()
+            .map(|s| {
+                let c = conv[s.index()].take().expect("a distinct, live slot");
+                let r = state[s.index()].take().expect("a distinct, live slot");
+                (&mut c[..], &mut r[..])
+            })
+            .collect()
+    }
+}
+
+/// One recurrent layer's saved conv window and state.
+type SavedLayer = (Box<[f32]>, Box<[f32]>);
+
+/// A saved copy of one slot: per recurrent layer, the conv window and the state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostState {
+    layers: Vec<SavedLayer>,
+}
+
+impl HostState {
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|(c, s)| (c.len() + s.len()) * 4)
+            .sum()
+    }
+
+    /// Layer `layer`'s conv window and state.
+    pub fn layer(&self, layer: usize) -> (&[f32], &[f32]) {
+        let (c, s) = &self.layers[layer];
+        (c, s)
+    }
+}
+
+/// Pages and slots in host memory.
+#[derive(Debug)]
+pub struct HostMemory {
+    spec: CacheSpec,
+    kv: Vec<HostKv>,
+    recurrent: Vec<HostRecurrent>,
+}
+
+impl CacheMemory for HostMemory {
+    type Kv = HostKv;
+    type Recurrent = HostRecurrent;
+    type State = HostState;
+
+    fn new(spec: &CacheSpec) -> Result<Self> {
+        spec.validate()?;
+        Ok(HostMemory {
+            spec: spec.clone(),
+            kv: (spec.attention.iter())
+                .map(|a| HostKv::new(*a, spec.block_size, spec.kv_dtype))
+                .collect(),
+            recurrent: (spec.recurrent.iter())
+                .map(|r| HostRecurrent {
+                    spec: *r,
+                    conv: Vec::new(),
+                    state: Vec::new(),
+                })
+                .collect(),
+        })
+    }
+
+    fn spec(&self) -> &CacheSpec {
+        &self.spec
+    }
+
+    fn materialize_page(&mut self, page: BlockId) {
+        for kv in &mut self.kv {
+            each_arena!(&mut kv.keys, p => p.materialize(page.index()));
+            each_arena!(&mut kv.values, p => p.materialize(page.index()));
+        }
+    }
+
+    fn drop_page(&mut self, page: BlockId) {
+        for kv in &mut self.kv {
+            each_arena!(&mut kv.keys, p => p.drop_page(page.index()));
+            each_arena!(&mut kv.values, p => p.drop_page(page.index()));
+        }
+    }
+
+    fn materialize_slot(&mut self, slot: SlotId) {
+        let i = slot.index();
+        for r in &mut self.recurrent {
+            if r.conv.len() <= i {
+                r.conv.resize_with(i + 1, || None);
+                r.state.resize_with(i + 1, || None);
+            }
+            r.conv[i] = Some(vec![0.0; r.spec.conv].into_boxed_slice());
+            r.state[i] = Some(vec![0.0; r.spec.state].into_boxed_slice());
+        }
+    }
+
+    fn drop_slot(&mut self, slot: SlotId) {
+        for r in &mut self.recurrent {
+            if let Some(c) = r.conv.get_mut(slot.index()) {
+                *c = None;
+                r.state[slot.index()] = None;
+            }
+        }
+    }
+
+    fn copy_rows(&mut self, from: BlockId, to: BlockId, rows: usize) {
+        let block = self.spec.block_size;
+        for kv in &mut self.kv {
+            let (heads, d) = (kv.spec.kv_heads, kv.spec.head_dim);
+            let (f, t) = (from.index(), to.index());
+            each_arena!(&mut kv.keys, p => p.copy_prefix(f, t, heads, block * d, rows * d));
+            each_arena!(&mut kv.values, p => p.copy_prefix(f, t, heads, block * d, rows * d));
+        }
+    }
+
+    fn clear_state(&mut self, slot: SlotId) {
+        for r in &mut self.recurrent {
+            for part in [&mut r.conv, &mut r.state] {
+                if let Some(Some(x)) = part.get_mut(slot.index()) {
+                    x.fill(0.0);
+                }
+            }
+        }
+    }
+
+    fn save_state(&self, slot: SlotId) -> HostState {
+        let i = slot.index();
+        let get = |v: &Vec<Option<Box<[f32]>>>| v[i].clone().expect("a live slot");
+        HostState {
+            layers: (self.recurrent.iter())
+                .map(|r| (get(&r.conv), get(&r.state)))
+                .collect(),
+        }
+    }
+
+    fn load_state(&mut self, slot: SlotId, state: &HostState) {
+        let i = slot.index();
+        for (r, (c, s)) in self.recurrent.iter_mut().zip(&state.layers) {
+            r.conv[i].as_mut().expect("a live slot").copy_from_slice(c);
+            r.state[i].as_mut().expect("a live slot").copy_from_slice(s);
+        }
+    }
+
+    fn kv(&self, layer: usize) -> &HostKv {
+        &self.kv[layer]
+    }
+
+    fn kv_mut(&mut self, layer: usize) -> &mut HostKv {
+        &mut self.kv[layer]
+    }
+
+    fn recurrent_mut(&mut self, layer: usize) -> &mut HostRecurrent {
+        &mut self.recurrent[layer]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(dtype: KvDType) -> CacheSpec {
+        CacheSpec {
+            block_size: 4,
+            kv_dtype: dtype,
+            attention: vec![AttentionLayerSpec {
+                kv_heads: 2,
+                head_dim: 3,
+                k_scale: 0.5,
+                v_scale: 2.0,
+            }],
+            recurrent: vec![RecurrentLayerSpec { conv: 2, state: 3 }],
+        }
+    }
+
+    fn decoded(run: KvRun<'_>, scale: f32) -> Vec<f32> {
+        let n = match run {
+            KvRun::F32(x) => x.len(),
+            KvRun::Bf16(x) => x.len(),
+            KvRun::Fp8(x) => x.len(),
+        };
+        let mut out = vec![0.0; n];
+        decode_run(run, scale, &mut out);
+        out
+    }
+
+    #[test]
+    fn rows_round_trip_in_every_dtype_and_copy_on_write_copies_the_prefix() {
+        let k = [1.0, -2.5, 3.0, 0.125, 448.0, -7.0];
+        let v = [0.5, 1.5, -1.0, 2.0, 3.0, 1e-3];
+        for dtype in [KvDType::F32, KvDType::Bf16, KvDType::Fp8E4M3] {
+            let mut m = HostMemory::new(&spec(dtype)).unwrap();
+            let (p, q) = (BlockId::new(0), BlockId::new(3));
+            m.materialize_page(p);
+            m.materialize_page(q);
+            m.kv_mut(0).write_row(p, 1, &k, &v);
+            m.kv_mut(0).write_row(p, 2, &v, &k);
+            let kv = m.kv(0);
+            for h in 0..2 {
+                let got = decoded(kv.keys(p, h, 1..2), 0.5);
+                let want: Vec<f32> = k[h * 3..][..3]
+                    .iter()
+                    .map(|&x| match dtype {
+                        KvDType::F32 => x,
+                        KvDType::Bf16 => half::bf16::from_f32(x).to_f32(),
+                        KvDType::Fp8E4M3 => e4m3::decode(e4m3::encode(x / 0.5)) * 0.5,
+                    })
+                    .collect();
+                assert_eq!(got, want, "{dtype:?} head {h}");
+            }
+            // Copy-on-write of the first two rows: row 1 comes along, row 2 does not.
+            m.copy_rows(p, q, 2);
+            let kv = m.kv(0);
+            assert_eq!(
+                decoded(kv.values(q, 1, 0..2), 2.0),
+                decoded(kv.values(p, 1, 0..2), 2.0)
+            );
+            assert!(decoded(kv.keys(q, 0, 2..3), 0.5).iter().all(|&x| x == 0.0));
+        }
+    }
+
+    #[test]
+    fn slots_save_load_and_clear() {
+        let mut m = HostMemory::new(&spec(KvDType::F32)).unwrap();
+        let (a, b) = (SlotId::new(0), SlotId::new(2));
+        m.materialize_slot(a);
+        m.materialize_slot(b);
+        {
+            let mut parts = m.recurrent_mut(0).slots_mut(&[b, a]);
+            parts[0].0.copy_from_slice(&[1.0, 2.0]);
+            parts[1].1.copy_from_slice(&[3.0, 4.0, 5.0]);
+        }
+        let saved = m.save_state(b);
+        assert_eq!(saved.layer(0), (&[1.0, 2.0][..], &[0.0; 3][..]));
+        assert_eq!(saved.bytes(), 20);
+        m.load_state(a, &saved);
+        assert_eq!(m.save_state(a), saved);
+        m.clear_state(b);
+        assert_eq!(m.save_state(b).layer(0).0, &[0.0, 0.0]);
+    }
+}

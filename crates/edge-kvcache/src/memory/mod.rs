@@ -1,0 +1,63 @@
+//! Where cache memory lives: one implementation per device behind [`CacheMemory`].
+//! The bookkeeping (pages, reference counts, the prefix index, the budget) is in
+//! [`crate::PagedCache`] and is the same for every device; only the storage and the
+//! copies that snapshot, restore and copy-on-write need differ.
+
+mod host;
+
+pub use host::{HostKv, HostMemory, HostRecurrent, HostState, KvRun, decode_run};
+
+use crate::{BlockId, CacheSpec, Result, SlotId};
+
+/// Storage of KV pages and recurrent-state slots on one device.
+///
+/// Page and slot ids are dense indices chosen by the cache; storage for an id exists
+/// between [`CacheMemory::materialize_page`] (or `_slot`) and the matching `drop_*`.
+pub trait CacheMemory: Send + Sized {
+    /// One attention layer's pages (keys and values).
+    type Kv: Send;
+    /// One recurrent layer's slots (conv window and state).
+    type Recurrent: Send;
+    /// A saved copy of one slot's state in every recurrent layer (a snapshot).
+    type State: Send;
+
+    /// Empty storage for `spec` (nothing allocated yet).
+    fn new(spec: &CacheSpec) -> Result<Self>;
+
+    /// The spec it was made for.
+    fn spec(&self) -> &CacheSpec;
+
+    /// Gives page `page` storage in every attention layer (contents unspecified).
+    fn materialize_page(&mut self, page: BlockId);
+
+    /// Releases page `page`'s storage.
+    fn drop_page(&mut self, page: BlockId);
+
+    /// Gives slot `slot` storage in every recurrent layer, zeroed.
+    fn materialize_slot(&mut self, slot: SlotId);
+
+    /// Releases slot `slot`'s storage.
+    fn drop_slot(&mut self, slot: SlotId);
+
+    /// Copies rows `0..rows` of page `from` to page `to` in every attention layer
+    /// (copy-on-write of a shared, partly filled page).
+    fn copy_rows(&mut self, from: BlockId, to: BlockId, rows: usize);
+
+    /// Zeroes a slot's conv windows and states (a fresh sequence).
+    fn clear_state(&mut self, slot: SlotId);
+
+    /// A copy of a slot's state.
+    fn save_state(&self, slot: SlotId) -> Self::State;
+
+    /// Overwrites a slot's state with a saved copy.
+    fn load_state(&mut self, slot: SlotId, state: &Self::State);
+
+    /// Attention layer `layer`'s pages.
+    fn kv(&self, layer: usize) -> &Self::Kv;
+
+    /// Attention layer `layer`'s pages, writable.
+    fn kv_mut(&mut self, layer: usize) -> &mut Self::Kv;
+
+    /// Recurrent layer `layer`'s slots, writable.
+    fn recurrent_mut(&mut self, layer: usize) -> &mut Self::Recurrent;
+}
