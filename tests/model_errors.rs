@@ -1,8 +1,11 @@
 //! Every way a checkpoint or a request can be wrong gives a typed error that names the
 //! problem — never a panic.
 
+use edge_kvcache::{CacheConfig, SeqId, SequenceCache};
 use edge_model::synthetic::{SyntheticDType, write_random_checkpoint};
-use edge_model::{ActivationMode, Logits, ModelError, Qwen35Model};
+use edge_model::{
+    ActivationMode, Backend, Cpu, LogitRows, ModelError, Qwen35Model, Session, StepBatch,
+};
 use safetensors::{Dtype, SafeTensors};
 use std::path::{Path, PathBuf};
 
@@ -52,9 +55,8 @@ fn load_err(dir: &Path) -> ModelError {
 fn valid_synthetic_checkpoint_loads_and_runs() {
     let d = make("ok");
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
-    let out = m
-        .forward(&[1, 2, 3], &mut m.new_state(), Logits::All)
-        .unwrap();
+    let mut session = Session::new(&m, CacheConfig::default()).unwrap();
+    let out = session.forward(&[1, 2, 3], LogitRows::All).unwrap();
     assert_eq!(out.logits.len(), 3 * 64);
     assert!(out.logits.iter().all(|v| v.is_finite()));
 }
@@ -168,31 +170,71 @@ fn truncated_file_is_a_checkpoint_error() {
 fn bad_requests_leave_state_untouched() {
     let d = make("requests");
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
-    let mut state = m.new_state();
-    m.forward(&[1, 2, 3], &mut state, Logits::Last).unwrap();
-    let before = state.clone();
+    let mut session = Session::new(&m, CacheConfig::default()).unwrap();
+    session.forward(&[1, 2, 3], LogitRows::Last).unwrap();
+    let seq = session.sequence();
+    let before = session.cache().save_state(seq).unwrap();
     for (tokens, needle) in [
         (vec![], "no tokens"),
         (vec![5, 64], "outside the vocabulary"),
         (vec![7; 38], "past the context of 40"),
     ] {
-        let e = m
-            .forward(&tokens, &mut state, Logits::Last)
+        let e = session
+            .forward(&tokens, LogitRows::Last)
             .unwrap_err()
             .to_string();
         assert!(e.contains(needle), "{e}");
-        assert_eq!(state, before, "state changed after: {e}");
+        assert_eq!(session.len(), 3, "length changed after: {e}");
+        assert_eq!(
+            session.cache().save_state(seq).unwrap(),
+            before,
+            "state changed after: {e}"
+        );
     }
-    // A state from another model shape is rejected.
-    let mut foreign = m.new_state();
-    foreign.layers.pop();
-    assert!(m.forward(&[1], &mut foreign, Logits::Last).is_err());
+    // A span that does not continue the sequence, and a sequence the cache does not
+    // hold, are rejected.
+    let mut cpu = Cpu::new();
+    let gap = StepBatch::single(seq, &[1], 5, LogitRows::Last);
+    let e = m.forward(&mut cpu, &gap, session.cache_mut()).unwrap_err();
+    assert!(e.to_string().contains("continue at position 3"), "{e}");
+    let stranger = StepBatch::single(SeqId::new(7), &[1], 0, LogitRows::Last);
+    assert!(m.forward(&mut cpu, &stranger, session.cache_mut()).is_err());
+    assert_eq!(session.cache().sequence(seq).unwrap().len, 3);
+    assert_eq!(session.cache().save_state(seq).unwrap(), before);
     // No MTP head in this checkpoint: a clear error.
-    let mut mtp_state = m.new_mtp_state();
-    let e = m
-        .mtp_forward(&[1], &[0.0; 32], &mut mtp_state, Logits::Last)
+    let hidden = session.backend_mut().upload(&[0.0; 32]);
+    let e = session
+        .mtp_forward(&[1], &hidden, 2, LogitRows::Last)
         .unwrap_err();
     assert!(e.to_string().contains("no MTP head"), "{e}");
+}
+
+#[test]
+fn a_budget_too_small_is_a_typed_error_that_changes_nothing() {
+    let d = make("budget");
+    let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
+    let spec = m.cache_spec(4, edge_kvcache::KvDType::F32);
+    let config = CacheConfig {
+        block_size: 4,
+        budget_bytes: 3 * spec.block_bytes() + spec.state_bytes(),
+        ..CacheConfig::default()
+    };
+    let mut session = Session::new(&m, config).unwrap();
+    session.forward(&[1, 2, 3, 4, 5], LogitRows::Last).unwrap();
+    let seq = session.sequence();
+    let before = session.cache().save_state(seq).unwrap();
+    let e = session.forward(&[6; 20], LogitRows::Last).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ModelError::Cache(edge_kvcache::KvCacheError::OverBudget { .. })
+        ),
+        "{e}"
+    );
+    assert_eq!(session.len(), 5);
+    assert_eq!(session.cache().save_state(seq).unwrap(), before);
+    // Rows that fit still run.
+    session.forward(&[6, 7], LogitRows::Last).unwrap();
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! `tools/reference/make_modelopt_fixture.py`) run by edge-model, against references
 //! computed in PyTorch from the same exported bytes.
 
-use edge_model::{ActivationMode, Logits, Qwen35Model};
+use edge_kvcache::{CacheConfig, KvDType};
+use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session};
 use safetensors::SafeTensors;
 use std::path::PathBuf;
 
@@ -43,9 +44,9 @@ fn logits(mode: ActivationMode) -> Vec<f32> {
         model.mtp().is_some(),
         "the export keeps the MTP head in bf16"
     );
-    let mut state = model.new_state();
-    model
-        .forward(&prompt(), &mut state, Logits::All)
+    Session::new(&model, CacheConfig::default())
+        .unwrap()
+        .forward(&prompt(), LogitRows::All)
         .unwrap()
         .logits
 }
@@ -78,13 +79,14 @@ fn w4a4_emulation_matches_simulated_w4a4_reference() {
 
 #[test]
 fn w4a4_with_fp8_kv_cache_matches_reference() {
-    let opts = edge_model::LoadOptions {
-        activations: ActivationMode::Nvfp4,
-        kv_cache: edge_model::KvCacheDType::Fp8,
+    let model = Qwen35Model::load(&dir(), ActivationMode::Nvfp4).unwrap();
+    let fp8 = CacheConfig {
+        kv_dtype: KvDType::Fp8E4M3,
+        ..CacheConfig::default()
     };
-    let model = Qwen35Model::load_with(&dir(), opts).unwrap();
-    let got = model
-        .forward(&prompt(), &mut model.new_state(), Logits::All)
+    let got = Session::new(&model, fp8)
+        .unwrap()
+        .forward(&prompt(), LogitRows::All)
         .unwrap()
         .logits;
     let want = expected("w4a4_kv8_logits");

@@ -1,8 +1,15 @@
 //! `edge_model::export` against a real ModelOpt 0.47 export of the same bf16 weights
 //! (`tests/fixtures/qwen35-tiny-nvfp4-src` → `tests/fixtures/qwen35-tiny-nvfp4`).
 
+use edge_kvcache::CacheConfig;
 use edge_model::export::{ExportOptions, QuantFormat, quantize_checkpoint};
-use edge_model::{ActivationMode, Checkpoint, Logits, Qwen35Model};
+use edge_model::{ActivationMode, Checkpoint, LogitRows, Qwen35Model, Session};
+
+/// Runs `tokens` through a fresh session of `model`.
+fn run(model: &Qwen35Model, tokens: &[u32], logits: LogitRows) {
+    let mut s = Session::new(model, CacheConfig::default()).unwrap();
+    s.forward(tokens, logits).unwrap();
+}
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -78,8 +85,7 @@ fn nvfp4_export_is_byte_identical_to_modelopt() {
 
     // The export loads and runs as W4A16.
     let model = Qwen35Model::load(&dst, ActivationMode::None).unwrap();
-    let mut state = model.new_state();
-    model.forward(&[1, 2, 3], &mut state, Logits::Last).unwrap();
+    run(&model, &[1, 2, 3], LogitRows::Last);
     // W4A4 needs calibrated input scales: a clear error, not a panic.
     let err = Qwen35Model::load(&dst, ActivationMode::Nvfp4)
         .unwrap_err()
@@ -147,9 +153,7 @@ fn fp8_export_round_trips_and_shards() {
     }
     assert_eq!(quantized, 25);
     let model = Qwen35Model::load(&dst, ActivationMode::None).unwrap();
-    model
-        .forward(&[5, 9, 200], &mut model.new_state(), Logits::All)
-        .unwrap();
+    run(&model, &[5, 9, 200], LogitRows::All);
     std::fs::remove_dir_all(&dst).ok();
 }
 
@@ -204,8 +208,6 @@ fn calibrated_export_matches_modelopt_scales() {
     let hq = std::fs::read_to_string(dst.join("hf_quant_config.json")).unwrap();
     assert!(hq.contains("\"kv_cache_quant_algo\": \"FP8\""), "{hq}");
     let model = Qwen35Model::load(&dst, ActivationMode::Nvfp4).unwrap();
-    model
-        .forward(&[1, 2, 3], &mut model.new_state(), Logits::Last)
-        .unwrap();
+    run(&model, &[1, 2, 3], LogitRows::Last);
     std::fs::remove_dir_all(&dst).ok();
 }

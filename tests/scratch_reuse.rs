@@ -3,8 +3,9 @@
 //! (every buffer NaN when handed out) proves it: any value read before it was written
 //! would turn the logits NaN or change them.
 
+use edge_kvcache::{CacheConfig, HostMemory, PagedCache};
 use edge_model::synthetic::{SyntheticDType, tiny_config, write_random_checkpoint};
-use edge_model::{ActivationMode, Logits, Qwen35Model, Scratch};
+use edge_model::{ActivationMode, Cpu, LogitRows, Qwen35Model, Scratch, StepBatch};
 
 fn model(mode: ActivationMode) -> Qwen35Model {
     // Three GDN layers and one attention layer; a 70-token prompt spans two GDN chunks.
@@ -17,22 +18,26 @@ fn model(mode: ActivationMode) -> Qwen35Model {
     m
 }
 
-/// Logits of a prompt and of three decode steps, each call through `scratch(step)`.
-fn run(m: &Qwen35Model, mut scratch: impl FnMut(usize) -> Scratch) -> Vec<Vec<f32>> {
+/// Logits of a prompt and of three decode steps, each call on the backend
+/// `backend(step)` returns (its pool of work buffers).
+fn run(m: &Qwen35Model, mut backend: impl FnMut(usize) -> Cpu) -> Vec<Vec<f32>> {
     let prompt: Vec<u32> = (0..70).map(|i| (i * 7 + 3) % 64).collect();
-    let mut state = m.new_state();
-    let mut pool = scratch(0);
-    let mut out = vec![
-        m.forward_with_scratch(&prompt, &mut state, Logits::All, &mut pool)
-            .unwrap()
-            .logits,
-    ];
+    let config = CacheConfig {
+        block_size: 16,
+        ..CacheConfig::default()
+    };
+    let mut cache =
+        PagedCache::<HostMemory>::new(m.cache_spec(16, config.kv_dtype), config).unwrap();
+    let seq = cache.new_sequence(100).unwrap();
+    let mut kept = backend(0);
+    let batch = StepBatch::single(seq, &prompt, 0, LogitRows::All);
+    let mut out = vec![m.forward(&mut kept, &batch, &mut cache).unwrap().logits];
     for (step, tok) in [5u32, 9, 60].into_iter().enumerate() {
-        let mut fresh = scratch(step + 1);
-        // Odd steps keep the pool of the calls before (stale values from the prompt).
-        let pool = if step % 2 == 1 { &mut pool } else { &mut fresh };
-        let logits = m.forward_with_scratch(&[tok], &mut state, Logits::Last, pool);
-        out.push(logits.unwrap().logits);
+        let mut fresh = backend(step + 1);
+        // Odd steps keep the backend of the calls before (stale values in its pool).
+        let be = if step % 2 == 1 { &mut kept } else { &mut fresh };
+        let batch = StepBatch::single(seq, &[tok], prompt.len() + step, LogitRows::Last);
+        out.push(m.forward(be, &batch, &mut cache).unwrap().logits);
     }
     out
 }
@@ -41,17 +46,15 @@ fn run(m: &Qwen35Model, mut scratch: impl FnMut(usize) -> Scratch) -> Vec<Vec<f3
 fn poisoned_and_reused_scratch_give_the_plain_forward_exactly() {
     for mode in [ActivationMode::None, ActivationMode::Bf16] {
         let m = model(mode);
-        let plain = {
-            let prompt: Vec<u32> = (0..70).map(|i| (i * 7 + 3) % 64).collect();
-            let mut state = m.new_state();
-            let mut out = vec![m.forward(&prompt, &mut state, Logits::All).unwrap().logits];
-            for tok in [5u32, 9, 60] {
-                out.push(m.forward(&[tok], &mut state, Logits::Last).unwrap().logits);
-            }
-            out
-        };
+        let plain = run(&m, |_| Cpu::new());
         assert!(plain.iter().flatten().all(|v| v.is_finite()));
-        assert_eq!(run(&m, |_| Scratch::poisoned()), plain, "{mode:?}");
-        assert_eq!(run(&m, |_| Scratch::new()), plain, "{mode:?}");
+        assert_eq!(
+            run(&m, |_| Cpu::with_scratch(Scratch::poisoned())),
+            plain,
+            "{mode:?}"
+        );
+        let mut shared = Some(Cpu::new());
+        let reused = run(&m, |_| shared.take().unwrap_or_default());
+        assert_eq!(reused, plain, "{mode:?}");
     }
 }

@@ -13,6 +13,9 @@ pub enum CliError {
     /// From the speculative decoder.
     #[error(transparent)]
     Spec(#[from] edge_spec::SpecError),
+    /// From the cache.
+    #[error(transparent)]
+    Cache(#[from] edge_kvcache::KvCacheError),
     /// From the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),

@@ -80,7 +80,7 @@ pub struct PrefixHit {
 
 /// A saved recurrent state and length of one sequence, to roll it back to (e.g. after
 /// a rejected speculative draft).
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub struct SavedState<S> {
     len: usize,
     state: S,

@@ -67,6 +67,9 @@ pub enum ModelError {
     /// A request the model cannot serve (e.g. a prompt longer than the context).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// An error from the cache (a budget it cannot hold, an unknown sequence).
+    #[error(transparent)]
+    Cache(#[from] edge_kvcache::KvCacheError),
     /// An error from the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),

@@ -4,25 +4,37 @@
 //! NVFP4; single-file or sharded; both the plain and the VL-wrapper key layouts), and
 //! run the layers: zero-centred RMSNorm, Gated DeltaNet (chunked prefill and the
 //! single-token recurrence), gated full attention with partial RoPE, SwiGLU MLP, and the
-//! MTP head. The CPU path is the reference every device path is tested against.
+//! MTP head.
+//!
+//! The boundary: [`Qwen35Model::forward`] runs a [`StepBatch`] (tokens of one or more
+//! sequences with explicit positions) over an `edge_kvcache::SequenceCache` (paged KV
+//! and recurrent-state slots the model does not own), calling its operations through a
+//! [`Backend`]. The CPU backend ([`cpu::Cpu`]) is the reference every device backend
+//! is tested against.
 
+pub mod backend;
+mod batch;
 pub mod checkpoint;
 pub mod config;
+pub mod cpu;
 mod error;
 pub mod export;
 pub mod layers;
+mod load;
 pub mod manifest;
 mod model;
 pub mod mtp;
-pub mod state;
+mod session;
 pub mod synthetic;
 mod weights;
 
+pub use backend::{Backend, ForwardPlan, Gate, LinearShape, SpanPlan};
+pub use batch::{LogitRows, SeqSpan, StepBatch};
 pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};
+pub use cpu::{Cpu, Scratch, ScratchBuf};
 pub use error::{ModelError, Result};
-pub use layers::scratch::{Scratch, ScratchBuf};
-pub use model::{DecoderLayer, ForwardOutput, Logits, Mixer, Qwen35Model};
-pub use mtp::{MtpHead, MtpOutput};
-pub use state::{AttentionState, GdnState, LayerState, SequenceState, StateCheckpoint};
-pub use weights::{ActivationMode, Embedding, KvCacheDType, LoadOptions};
+pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput};
+pub use mtp::MtpHead;
+pub use session::Session;
+pub use weights::{ActivationMode, Embedding, LoadOptions};

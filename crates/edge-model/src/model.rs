@@ -1,224 +1,175 @@
-//! The Qwen3.5/3.6 text model: embedding, hybrid decoder stack, final norm, lm_head.
+//! The Qwen3.5/3.6 text model: embedding, hybrid decoder stack, final norm, lm_head;
+//! its forward pass over a [`StepBatch`] and a [`SequenceCache`], on any [`Backend`].
 
-use crate::checkpoint::Checkpoint;
+use crate::backend::{Backend, ForwardPlan, LinearShape, SpanPlan};
+use crate::batch::StepBatch;
 use crate::config::{LayerType, Qwen35Config};
+use crate::cpu::Cpu;
 use crate::layers::attention::GatedAttention;
 use crate::layers::gdn::GatedDeltaNet;
 use crate::layers::mlp::Mlp;
-use crate::layers::norm::{add_in_place, rms_norm_zero_centred_into};
-use crate::layers::rope::Rope;
-use crate::layers::scratch::Scratch;
-use crate::mtp::{MtpHead, MtpOutput};
-use crate::state::{LayerState, SequenceState};
-use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
+use crate::mtp::MtpHead;
 use crate::{ModelError, Result};
-use edge_core::par;
-use edge_quant::linear::Linear;
-use std::path::Path;
+use edge_kvcache::{
+    AttentionLayerSpec, CacheMemory, CacheSpec, KvDType, RecurrentLayerSpec, SequenceCache,
+};
 
 /// A layer's token mixer.
 #[derive(Debug)]
-pub enum Mixer {
+pub enum Mixer<B: Backend = Cpu> {
     /// Gated DeltaNet.
-    Gdn(Box<GatedDeltaNet>),
+    Gdn(Box<GatedDeltaNet<B>>),
     /// Gated full attention.
-    Attention(Box<GatedAttention>),
+    Attention(Box<GatedAttention<B>>),
 }
 
 /// One pre-norm decoder block.
 #[derive(Debug)]
-pub struct DecoderLayer {
+pub struct DecoderLayer<B: Backend = Cpu> {
     /// `input_layernorm` (zero-centred).
-    pub input_norm: Vec<f32>,
+    pub input_norm: B::Vector,
     /// `post_attention_layernorm` (zero-centred).
-    pub post_norm: Vec<f32>,
+    pub post_norm: B::Vector,
     /// The mixer.
-    pub mixer: Mixer,
+    pub mixer: Mixer<B>,
     /// The MLP.
-    pub mlp: Mlp,
+    pub mlp: Mlp<B>,
+    /// Index of the mixer's layer in the cache: among the attention layers of
+    /// [`CacheSpec::attention`] or the recurrent layers of [`CacheSpec::recurrent`].
+    pub cache_layer: usize,
 }
 
-impl DecoderLayer {
-    /// Applies the block to `tokens` rows of the residual stream `x`, in place, with
-    /// its work buffers from `scratch`.
+impl<B: Backend> DecoderLayer<B> {
+    /// Applies the block to the rows of the residual stream `x` as `plan` places them,
+    /// in place.
     pub fn forward(
         &self,
-        x: &mut [f32],
-        tokens: usize,
-        state: &mut LayerState,
+        be: &mut B,
+        x: &mut B::Buf,
+        plan: &ForwardPlan,
+        memory: &mut B::Memory,
         eps: f32,
-        scratch: &mut Scratch,
+        width: usize,
     ) -> Result<()> {
-        let (mut normed, mut delta) = (scratch.take(x.len()), scratch.take(x.len()));
-        rms_norm_zero_centred_into(x, &self.input_norm, eps, &mut normed);
-        match (&self.mixer, state) {
-            (Mixer::Gdn(m), LayerState::Gdn(s)) => {
-                m.forward(&normed, tokens, s, &mut delta, scratch)?
+        let t = plan.tokens();
+        let (mut normed, mut delta) = (be.alloc(t * width), be.alloc(t * width));
+        be.rms_norm(x, &self.input_norm, eps, &mut normed);
+        match &self.mixer {
+            Mixer::Gdn(m) => {
+                let state = memory.recurrent_mut(self.cache_layer);
+                m.forward(be, &normed, plan, state, &mut delta)?
             }
-            (Mixer::Attention(m), LayerState::Attention(s)) => {
-                m.forward(&normed, tokens, s, &mut delta, scratch)?
-            }
-            _ => {
-                return Err(ModelError::InvalidInput(
-                    "sequence state does not match the model's layer pattern".into(),
-                ));
+            Mixer::Attention(m) => {
+                let kv = memory.kv_mut(self.cache_layer);
+                m.forward(be, &normed, plan, kv, &mut delta)?
             }
         }
-        add_in_place(x, &delta);
-        rms_norm_zero_centred_into(x, &self.post_norm, eps, &mut normed);
-        self.mlp.forward(&normed, tokens, &mut delta, scratch)?;
-        add_in_place(x, &delta);
-        scratch.give_all([normed, delta]);
+        be.add(x, &delta);
+        be.rms_norm(x, &self.post_norm, eps, &mut normed);
+        self.mlp.forward(be, &normed, t, &mut delta)?;
+        be.add(x, &delta);
+        be.free(normed);
+        be.free(delta);
         Ok(())
     }
 }
 
-/// Which rows of logits a forward pass computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Logits {
-    /// Only the last token's (generation).
-    Last,
-    /// Every token's (scoring, speculative verification).
-    All,
-}
-
 /// What a forward pass returns.
-#[derive(Clone, Debug)]
-pub struct ForwardOutput {
-    /// `[rows, vocab]` logits (rows = 1 or the token count, per [`Logits`]).
-    pub logits: Vec<f32>,
-    /// `[tokens, hidden]` final-normed hidden states (the MTP head's input).
-    pub hidden: Vec<f32>,
-}
-
-/// The loaded model.
 #[derive(Debug)]
-pub struct Qwen35Model {
-    config: Qwen35Config,
-    embed: Embedding,
-    layers: Vec<DecoderLayer>,
-    norm: Vec<f32>,
-    lm_head: Linear,
-    mtp: Option<MtpHead>,
+pub struct StepOutput<B: Backend = Cpu> {
+    /// `[rows, vocab]` logits of the batch's logit rows, in their order.
+    pub logits: Vec<f32>,
+    /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
+    /// input), on the device.
+    pub hidden: B::Buf,
 }
 
-impl Qwen35Model {
-    /// Loads `config.json` and the checkpoint from a model directory.
-    pub fn load(dir: &Path, activations: ActivationMode) -> Result<Self> {
-        Self::load_with(
-            dir,
-            LoadOptions {
-                activations,
-                ..LoadOptions::default()
-            },
-        )
-    }
+/// The loaded model, its weights in backend `B`'s form.
+#[derive(Debug)]
+pub struct Qwen35Model<B: Backend = Cpu> {
+    pub(crate) config: Qwen35Config,
+    pub(crate) embed: B::Embedding,
+    pub(crate) layers: Vec<DecoderLayer<B>>,
+    pub(crate) norm: B::Vector,
+    pub(crate) lm_head: B::Linear,
+    pub(crate) mtp: Option<MtpHead<B>>,
+}
 
-    /// Loads with explicit options.
-    pub fn load_with(dir: &Path, options: LoadOptions) -> Result<Self> {
-        let config = Qwen35Config::from_dir(dir)?;
-        let ckpt = Checkpoint::open(dir)?;
-        Self::from_checkpoint(config, &ckpt, options)
-    }
+/// Whether a pass appends to its sequences (the main model) or writes rows of the
+/// MTP head, which may sit before or past the committed end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    Append,
+    Side,
+}
 
-    /// Builds the model from an opened checkpoint.
-    pub fn from_checkpoint(
-        config: Qwen35Config,
-        ckpt: &Checkpoint,
-        options: LoadOptions,
-    ) -> Result<Self> {
-        let r = WeightReader {
-            ckpt,
-            activations: options.activations,
-            kv_cache: options.kv_cache,
-        };
-        let h = config.hidden_size;
-        let embed = Embedding::new(
-            ckpt.require("model.embed_tokens.weight")?,
-            config.vocab_size,
-            h,
-        )?;
-        let layers = (0..config.num_hidden_layers)
-            .map(|i| load_layer(&r, &config, i))
-            .collect::<Result<Vec<_>>>()?;
-        let norm = r.vector("model.norm.weight", h)?;
-        let lm_head = if config.tie_word_embeddings && !ckpt.contains("lm_head.weight") {
-            r.with_mode(embed.as_linear()?)?
-        } else {
-            r.linear("lm_head", config.vocab_size, h)?
-        };
-        // The MTP head is optional: checkpoints with it stripped still load.
-        let mtp = if config.mtp_num_hidden_layers > 0 && ckpt.contains("mtp.fc.weight") {
-            Some(MtpHead::load(&r, &config)?)
-        } else {
-            None
-        };
-        Ok(Qwen35Model {
-            config,
-            embed,
-            layers,
-            norm,
-            lm_head,
-            mtp,
-        })
-    }
-
+impl<B: Backend> Qwen35Model<B> {
     /// The configuration.
     pub fn config(&self) -> &Qwen35Config {
         &self.config
     }
 
     /// The decoder layers.
-    pub fn layers(&self) -> &[DecoderLayer] {
+    pub fn layers(&self) -> &[DecoderLayer<B>] {
         &self.layers
     }
 
     /// The output projection.
-    pub fn lm_head(&self) -> &Linear {
+    pub fn lm_head(&self) -> &B::Linear {
         &self.lm_head
     }
 
     /// The embedding table.
-    pub fn embedding(&self) -> &Embedding {
+    pub fn embedding(&self) -> &B::Embedding {
         &self.embed
     }
 
-    /// Every decoder-layer linear with its module name (`model.layers.{i}.…`), for
-    /// calibration.
-    pub fn layer_linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
-        let mut out = Vec::new();
-        for (i, layer) in self.layers.iter_mut().enumerate() {
-            let p = format!("model.layers.{i}");
-            match &mut layer.mixer {
-                Mixer::Gdn(m) => {
-                    out.push((format!("{p}.linear_attn.in_proj_qkv"), &mut m.in_proj_qkv));
-                    out.push((format!("{p}.linear_attn.in_proj_z"), &mut m.in_proj_z));
-                    out.push((format!("{p}.linear_attn.in_proj_b"), &mut m.in_proj_b));
-                    out.push((format!("{p}.linear_attn.in_proj_a"), &mut m.in_proj_a));
-                    out.push((format!("{p}.linear_attn.out_proj"), &mut m.out_proj));
-                }
-                Mixer::Attention(m) => {
-                    out.push((format!("{p}.self_attn.q_proj"), &mut m.q_proj));
-                    out.push((format!("{p}.self_attn.k_proj"), &mut m.k_proj));
-                    out.push((format!("{p}.self_attn.v_proj"), &mut m.v_proj));
-                    out.push((format!("{p}.self_attn.o_proj"), &mut m.o_proj));
-                }
+    /// The MTP head, when the checkpoint has one.
+    pub fn mtp(&self) -> Option<&MtpHead<B>> {
+        self.mtp.as_ref()
+    }
+
+    /// What a cache for this model holds, with `block_size`-token pages of `kv_dtype`:
+    /// every attention layer (the MTP head's last, when there is one) with its FP8
+    /// scales, and every Gated DeltaNet layer's conv window and state.
+    pub fn cache_spec(&self, block_size: usize, kv_dtype: KvDType) -> CacheSpec {
+        let c = &self.config;
+        let attention_spec = |a: &GatedAttention<B>| AttentionLayerSpec {
+            kv_heads: a.kv_heads,
+            head_dim: a.head_dim,
+            k_scale: a.kv_scales.k_scale,
+            v_scale: a.kv_scales.v_scale,
+        };
+        let mut attention = Vec::new();
+        let mut recurrent = Vec::new();
+        for l in &self.layers {
+            match &l.mixer {
+                Mixer::Attention(a) => attention.push(attention_spec(a)),
+                Mixer::Gdn(_) => recurrent.push(RecurrentLayerSpec {
+                    conv: (c.linear_conv_kernel_dim - 1) * c.linear_conv_channels(),
+                    state: c.linear_num_value_heads
+                        * c.linear_key_head_dim
+                        * c.linear_value_head_dim,
+                }),
             }
-            out.push((format!("{p}.mlp.gate_proj"), &mut layer.mlp.gate));
-            out.push((format!("{p}.mlp.up_proj"), &mut layer.mlp.up));
-            out.push((format!("{p}.mlp.down_proj"), &mut layer.mlp.down));
         }
-        out
+        if let Some(m) = &self.mtp {
+            attention.push(attention_spec(m.attention()));
+        }
+        CacheSpec {
+            block_size,
+            kv_dtype,
+            attention,
+            recurrent,
+        }
     }
 
     /// Weight bytes one decode step reads: every decoder-layer linear plus `lm_head`
     /// (the memory traffic that bounds decode speed).
     pub fn weight_bytes_per_token(&self) -> usize {
-        let layers: usize = self
-            .layers
-            .iter()
+        let layers: usize = (self.layers.iter())
             .map(|l| {
-                let mixer = match &l.mixer {
+                let mixer: usize = match &l.mixer {
                     Mixer::Gdn(m) => [
                         &m.in_proj_qkv,
                         &m.in_proj_z,
@@ -228,7 +179,7 @@ impl Qwen35Model {
                     ]
                     .iter()
                     .map(|x| x.weight_bytes())
-                    .sum::<usize>(),
+                    .sum(),
                     Mixer::Attention(m) => [&m.q_proj, &m.k_proj, &m.v_proj, &m.o_proj]
                         .iter()
                         .map(|x| x.weight_bytes())
@@ -243,270 +194,144 @@ impl Qwen35Model {
         layers + self.lm_head.weight_bytes()
     }
 
-    /// Every full-attention mixer with its module name (`model.layers.{i}.self_attn`).
-    pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention)> {
-        self.layers
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, l)| match &mut l.mixer {
-                Mixer::Attention(m) => Some((format!("model.layers.{i}.self_attn"), &mut **m)),
-                Mixer::Gdn(_) => None,
-            })
-            .collect()
+    /// Runs `batch`, appending each span's tokens to its sequence in `cache`: every
+    /// span must start at its sequence's committed length. Returns the logits of the
+    /// batch's logit rows and every row's final hidden state.
+    ///
+    /// Input errors (empty input, an id outside the vocabulary, positions past the
+    /// context or not at a sequence's end, an unknown sequence, a budget that cannot
+    /// hold the rows) are found before any layer runs and change no sequence's
+    /// committed rows or state.
+    pub fn forward<C>(&self, be: &mut B, batch: &StepBatch, cache: &mut C) -> Result<StepOutput<B>>
+    where
+        C: SequenceCache<Memory = B::Memory> + Send,
+    {
+        batch.validate(self.config.vocab_size, self.config.max_position_embeddings)?;
+        let plan = self.plan(batch, cache, Rows::Append)?;
+        let memory = cache.memory_mut();
+        let out = be.pass(batch.len(), |be| self.run(be, batch, &plan, memory))?;
+        for (span, p) in batch.spans().iter().zip(&plan.spans) {
+            cache.set_len(span.seq, p.first + p.len())?;
+        }
+        Ok(out)
     }
 
-    /// The MTP head, when the checkpoint has one.
-    pub fn mtp(&self) -> Option<&MtpHead> {
-        self.mtp.as_ref()
-    }
-
-    /// Runs the MTP head (see [`MtpHead::forward`]) with this model's embedding and
-    /// `lm_head`.
-    pub fn mtp_forward(
+    fn run(
         &self,
-        next_tokens: &[u32],
-        hidden: &[f32],
-        state: &mut LayerState,
-        logits: Logits,
-    ) -> Result<MtpOutput> {
+        be: &mut B,
+        batch: &StepBatch,
+        plan: &ForwardPlan,
+        memory: &mut B::Memory,
+    ) -> Result<StepOutput<B>> {
+        let (h, t) = (self.config.hidden_size, batch.len());
+        let eps = self.config.rms_norm_eps;
+        let mut x = be.alloc(t * h);
+        be.embed(&self.embed, batch.tokens(), &mut x)?;
+        for layer in &self.layers {
+            layer.forward(be, &mut x, plan, memory, eps, h)?;
+        }
+        let mut hidden = be.alloc(t * h);
+        be.rms_norm(&x, &self.norm, eps, &mut hidden);
+        be.free(x);
+        let logits = self.logits(be, &hidden, batch.logit_rows())?;
+        Ok(StepOutput { logits, hidden })
+    }
+
+    /// Logits of `rows` of the `[tokens, hidden]` final hidden states.
+    pub(crate) fn logits(&self, be: &mut B, hidden: &B::Buf, rows: &[usize]) -> Result<Vec<f32>> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let selected = be.gather_rows(hidden, self.config.hidden_size, rows);
+        let logits = be.logits(&self.lm_head, &selected, rows.len());
+        be.free(selected);
+        logits
+    }
+
+    /// Runs the MTP head over `batch`: row `i` pairs `hidden` row `i` (the final hidden
+    /// state at position `p`) with `batch`'s token `i` (the token at `p + 1`), and
+    /// writes the head's keys and values at cache row `p` of its own attention layer.
+    /// Rows may rewrite the head's rows before the committed end or run past it
+    /// (drafts); the sequence's committed length does not change.
+    pub fn mtp_forward<C>(
+        &self,
+        be: &mut B,
+        batch: &StepBatch,
+        hidden: &B::Buf,
+        cache: &mut C,
+    ) -> Result<StepOutput<B>>
+    where
+        C: SequenceCache<Memory = B::Memory> + Send,
+    {
         let head = self.mtp.as_ref().ok_or_else(|| {
             ModelError::InvalidInput("this checkpoint has no MTP head (mtp.* tensors)".into())
         })?;
-        if let Some(&bad) = next_tokens
+        batch.validate(self.config.vocab_size, self.config.max_position_embeddings)?;
+        let plan = self.plan(batch, cache, Rows::Side)?;
+        let memory = cache.memory_mut();
+        be.pass(batch.len(), |be| {
+            let x = head.forward(be, self, batch, &plan, hidden, memory)?;
+            let logits = self.logits(be, &x, batch.logit_rows())?;
+            Ok(StepOutput { logits, hidden: x })
+        })
+    }
+
+    /// Checks each span against its sequence and makes its rows writable.
+    fn plan<C: SequenceCache>(
+        &self,
+        batch: &StepBatch,
+        cache: &mut C,
+        rows: Rows,
+    ) -> Result<ForwardPlan> {
+        let mut spans = Vec::with_capacity(batch.spans().len());
+        let mut row = 0;
+        for span in batch.spans() {
+            let first = batch.positions()[row] as usize;
+            let view = cache.sequence(span.seq)?;
+            if rows == Rows::Append && first != view.len {
+                return Err(ModelError::InvalidInput(format!(
+                    "sequence {:?} holds {} tokens; a span must continue at position {}, \
+                     not {first}",
+                    span.seq, view.len, view.len
+                )));
+            }
+            spans.push((span.seq, first, row..row + span.len));
+            row += span.len;
+        }
+        for (seq, first, r) in &spans {
+            cache.prepare_rows(*seq, *first..*first + r.len())?;
+        }
+        let spans = (spans.into_iter())
+            .map(|(seq, first, rows)| {
+                let view = cache.sequence(seq)?;
+                Ok(SpanPlan {
+                    rows,
+                    first,
+                    pages: view.pages.to_vec(),
+                    slot: view.slot,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ForwardPlan {
+            spans,
+            positions: batch.positions().to_vec(),
+            block_size: cache.spec().block_size,
+        })
+    }
+
+    /// The index of each layer's mixer in the cache (see [`DecoderLayer::cache_layer`]).
+    pub(crate) fn assign_cache_layers(types: &[LayerType]) -> Vec<usize> {
+        let (mut attention, mut recurrent) = (0, 0);
+        types
             .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(ModelError::InvalidInput(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
-        on_worker(next_tokens.len(), || {
-            head.forward(
-                &self.embed,
-                &self.lm_head,
-                next_tokens,
-                hidden,
-                state,
-                logits,
-                &mut Scratch::new(),
-            )
-        })
+            .map(|t| {
+                let counter = match t {
+                    LayerType::FullAttention => &mut attention,
+                    LayerType::LinearAttention => &mut recurrent,
+                };
+                *counter += 1;
+                *counter - 1
+            })
+            .collect()
     }
-
-    /// A fresh KV cache for the MTP head.
-    pub fn new_mtp_state(&self) -> LayerState {
-        MtpHead::new_state(&self.config)
-    }
-
-    /// A fresh per-sequence state.
-    pub fn new_state(&self) -> SequenceState {
-        SequenceState::new(&self.config)
-    }
-
-    /// Runs `tokens` after what `state` holds, updating it.
-    ///
-    /// Every input error (empty input, an id outside the vocabulary, a sequence past the
-    /// context, a state of another model) is found before any layer runs, so it leaves
-    /// the state untouched. Shapes are fixed at load time, so no later step can fail on
-    /// user input; the state is not snapshotted per call, which would copy the whole KV
-    /// cache on every decode step.
-    pub fn forward(
-        &self,
-        tokens: &[u32],
-        state: &mut SequenceState,
-        logits: Logits,
-    ) -> Result<ForwardOutput> {
-        self.forward_with_scratch(tokens, state, logits, &mut Scratch::new())
-    }
-
-    /// [`Qwen35Model::forward`] with the layers' work buffers from `scratch`, which a
-    /// caller may keep from one call to the next (they then cost no allocation).
-    pub fn forward_with_scratch(
-        &self,
-        tokens: &[u32],
-        state: &mut SequenceState,
-        logits: Logits,
-        scratch: &mut Scratch,
-    ) -> Result<ForwardOutput> {
-        self.validate(tokens, state)?;
-        on_worker(tokens.len(), || {
-            self.forward_validated(tokens, state, logits, scratch)
-        })
-    }
-
-    fn forward_validated(
-        &self,
-        tokens: &[u32],
-        state: &mut SequenceState,
-        logits: Logits,
-        scratch: &mut Scratch,
-    ) -> Result<ForwardOutput> {
-        let h = self.config.hidden_size;
-        let t = tokens.len();
-        let mut x = vec![0.0; t * h];
-        for (row, &tok) in x.chunks_exact_mut(h).zip(tokens) {
-            self.embed.lookup(tok, row)?;
-        }
-        for (layer, layer_state) in self.layers.iter().zip(state.layers.iter_mut()) {
-            layer.forward(&mut x, t, layer_state, self.config.rms_norm_eps, scratch)?;
-        }
-        let mut normed = vec![0.0; t * h];
-        rms_norm_zero_centred_into(&x, &self.norm, self.config.rms_norm_eps, &mut normed);
-        let (rows, input) = match logits {
-            Logits::Last => (1, &normed[(t - 1) * h..]),
-            Logits::All => (t, &normed[..]),
-        };
-        let mut out = vec![0.0; rows * self.config.vocab_size];
-        self.lm_head.forward(input, rows, &mut out)?;
-        state.position += t;
-        Ok(ForwardOutput {
-            logits: out,
-            hidden: normed,
-        })
-    }
-
-    fn validate(&self, tokens: &[u32], state: &SequenceState) -> Result<()> {
-        if tokens.is_empty() {
-            return Err(ModelError::InvalidInput("no tokens to run".into()));
-        }
-        if let Some(&bad) = tokens
-            .iter()
-            .find(|&&t| t as usize >= self.config.vocab_size)
-        {
-            return Err(ModelError::InvalidInput(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                self.config.vocab_size
-            )));
-        }
-        let end = state.position + tokens.len();
-        if end > self.config.max_position_embeddings {
-            return Err(ModelError::InvalidInput(format!(
-                "{} tokens after {} cached would reach position {end}, past the context of {}",
-                tokens.len(),
-                state.position,
-                self.config.max_position_embeddings
-            )));
-        }
-        if state.layers.len() != self.layers.len() {
-            return Err(ModelError::InvalidInput(format!(
-                "sequence state has {} layers, the model {}",
-                state.layers.len(),
-                self.layers.len()
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Forward passes of at most this many tokens (decode steps, short verification
-/// batches) run with a spinning team ([`par::spinning`]): their parallel regions are
-/// short enough that waking a sleeping rayon worker for each costs more than the other
-/// core spinning. Longer passes keep rayon, whose prompt loops (the bf16 GEMM, prompt
-/// attention) do not go through [`par::for_each`].
-const SPIN_MAX_TOKENS: usize = 4;
-
-/// Runs a forward pass of `tokens` tokens, `f`, on a rayon worker thread. A forward
-/// pass opens a few hundred parallel regions; started from a thread outside the pool,
-/// each would park the caller and wake a worker (two context switches per region,
-/// measured at ~15% of decode time on two cores). From a worker, regions run inline
-/// and only split work is stolen.
-fn on_worker<R: Send>(tokens: usize, f: impl FnOnce() -> R + Send) -> R {
-    let pass = || {
-        if tokens <= SPIN_MAX_TOKENS {
-            par::spinning(f)
-        } else {
-            f()
-        }
-    };
-    if rayon::current_thread_index().is_some() {
-        pass()
-    } else {
-        rayon::scope(|_| pass())
-    }
-}
-
-fn load_layer(r: &WeightReader, c: &Qwen35Config, i: usize) -> Result<DecoderLayer> {
-    let p = format!("model.layers.{i}");
-    let h = c.hidden_size;
-    let mixer = match c.layer_types[i] {
-        LayerType::LinearAttention => {
-            Mixer::Gdn(Box::new(load_gdn(r, c, &format!("{p}.linear_attn"))?))
-        }
-        LayerType::FullAttention => {
-            let prefix = format!("{p}.self_attn");
-            let mut attn = load_attention(r, c, &prefix)?;
-            attn.kv_fp8 = r.kv_scales(&prefix)?;
-            Mixer::Attention(Box::new(attn))
-        }
-    };
-    Ok(DecoderLayer {
-        input_norm: r.vector(&format!("{p}.input_layernorm.weight"), h)?,
-        post_norm: r.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
-        mixer,
-        mlp: load_mlp(r, c, &format!("{p}.mlp"))?,
-    })
-}
-
-pub(crate) fn load_mlp(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<Mlp> {
-    let (h, f) = (c.hidden_size, c.intermediate_size);
-    Ok(Mlp {
-        gate: r.linear(&format!("{p}.gate_proj"), f, h)?,
-        up: r.linear(&format!("{p}.up_proj"), f, h)?,
-        down: r.linear(&format!("{p}.down_proj"), h, f)?,
-    })
-}
-
-pub(crate) fn load_attention(
-    r: &WeightReader,
-    c: &Qwen35Config,
-    p: &str,
-) -> Result<GatedAttention> {
-    let (h, d) = (c.hidden_size, c.head_dim);
-    let (nq, nkv) = (c.num_attention_heads, c.num_key_value_heads);
-    Ok(GatedAttention {
-        q_proj: r.linear(&format!("{p}.q_proj"), nq * 2 * d, h)?,
-        k_proj: r.linear(&format!("{p}.k_proj"), nkv * d, h)?,
-        v_proj: r.linear(&format!("{p}.v_proj"), nkv * d, h)?,
-        o_proj: r.linear(&format!("{p}.o_proj"), h, nq * d)?,
-        q_norm: r.vector(&format!("{p}.q_norm.weight"), d)?,
-        k_norm: r.vector(&format!("{p}.k_norm.weight"), d)?,
-        heads: nq,
-        kv_heads: nkv,
-        head_dim: d,
-        eps: c.rms_norm_eps,
-        rope: Rope::new(c.rotary_dim(), c.rope_theta),
-        kv_observer: None,
-        kv_fp8: None,
-    })
-}
-
-fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet> {
-    let h = c.hidden_size;
-    let (hk, hv) = (c.linear_num_key_heads, c.linear_num_value_heads);
-    let (dk, dv) = (c.linear_key_head_dim, c.linear_value_head_dim);
-    let channels = c.linear_conv_channels();
-    let kernel = c.linear_conv_kernel_dim;
-    let a_log = r.vector(&format!("{p}.A_log"), hv)?;
-    Ok(GatedDeltaNet {
-        in_proj_qkv: r.linear(&format!("{p}.in_proj_qkv"), channels, h)?,
-        in_proj_z: r.linear(&format!("{p}.in_proj_z"), hv * dv, h)?,
-        in_proj_b: r.linear(&format!("{p}.in_proj_b"), hv, h)?,
-        in_proj_a: r.linear(&format!("{p}.in_proj_a"), hv, h)?,
-        conv_taps: GatedDeltaNet::conv_taps_from_checkpoint(
-            &r.tensor(&format!("{p}.conv1d.weight"), &[channels, 1, kernel])?,
-            channels,
-            kernel,
-        ),
-        neg_a: a_log.iter().map(|a| -a.exp()).collect(),
-        dt_bias: r.vector(&format!("{p}.dt_bias"), hv)?,
-        norm_weight: r.vector(&format!("{p}.norm.weight"), dv)?,
-        out_proj: r.linear(&format!("{p}.out_proj"), h, hv * dv)?,
-        key_heads: hk,
-        value_heads: hv,
-        key_dim: dk,
-        value_dim: dv,
-        kernel,
-        eps: c.rms_norm_eps,
-    })
 }

@@ -45,46 +45,17 @@ impl std::str::FromStr for ActivationMode {
     }
 }
 
-/// How the attention KV cache stores keys and values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum KvCacheDType {
-    /// Full f32 precision.
-    #[default]
-    F32,
-    /// FP8 E4M3 with the checkpoint's per-layer `k_scale` / `v_scale` (1.0 when absent,
-    /// as vLLM does): every cached key and value is rounded exactly as an FP8 cache
-    /// stores it.
-    Fp8,
-}
-
-impl std::str::FromStr for KvCacheDType {
-    type Err = ModelError;
-
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "f32" => Ok(KvCacheDType::F32),
-            "fp8" => Ok(KvCacheDType::Fp8),
-            _ => Err(ModelError::InvalidInput(format!(
-                "unknown KV-cache dtype `{s}` (expected f32 or fp8)"
-            ))),
-        }
-    }
-}
-
 /// Options for loading a model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     /// Activation treatment of NVFP4 linears.
     pub activations: ActivationMode,
-    /// KV-cache precision of the decoder's attention layers.
-    pub kv_cache: KvCacheDType,
 }
 
 /// Reads layer weights out of a checkpoint.
 pub(crate) struct WeightReader<'a> {
     pub ckpt: &'a Checkpoint,
     pub activations: ActivationMode,
-    pub kv_cache: KvCacheDType,
 }
 
 impl WeightReader<'_> {
@@ -163,19 +134,17 @@ impl WeightReader<'_> {
         }
     }
 
-    /// FP8 KV scales of the attention module at `prefix` (`…self_attn`), when the FP8
-    /// cache is requested: `k_proj.k_scale`, `v_proj.v_scale`, or a legacy `kv_scale`.
-    pub fn kv_scales(&self, prefix: &str) -> Result<Option<KvScales>> {
-        if self.kv_cache != KvCacheDType::Fp8 {
-            return Ok(None);
-        }
+    /// FP8 KV scales of the attention module at `prefix` (`…self_attn`):
+    /// `k_proj.k_scale`, `v_proj.v_scale`, or a legacy `kv_scale`; 1.0 where absent
+    /// (as vLLM does).
+    pub fn kv_scales(&self, prefix: &str) -> Result<KvScales> {
         let scalar = |name: String| self.ckpt.get(&name).map(|t| t.scalar_f32()).transpose();
         if let Some(legacy) = scalar(format!("{prefix}.kv_scale"))? {
-            return Ok(Some(KvScales::from_legacy(legacy)?));
+            return Ok(KvScales::from_legacy(legacy)?);
         }
         let k = scalar(format!("{prefix}.k_proj.k_scale"))?;
         let v = scalar(format!("{prefix}.v_proj.v_scale"))?;
-        Ok(Some(KvScales::from_checkpoint(k, v)?))
+        Ok(KvScales::from_checkpoint(k, v)?)
     }
 
     /// A float vector of exactly `len` elements.

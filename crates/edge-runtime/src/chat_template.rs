@@ -84,6 +84,31 @@ impl ChatTemplate {
             .map_err(|e| RuntimeError::Template(format!("rendering the chat template failed: {e}")))
     }
 
+    /// [`ChatTemplate::render`], plus the byte offset in the result where each message
+    /// ends: the end of the template's rendering of `messages[..=i]` without a
+    /// generation prompt, where that rendering is a prefix of the whole (a template that
+    /// renders a message differently once more follow gets no offset for it). These are
+    /// the points a later request of the same conversation can resume from.
+    pub fn render_marked(
+        &self,
+        messages: &Value,
+        tools: Option<&Value>,
+        add_generation_prompt: bool,
+        enable_thinking: bool,
+    ) -> Result<(String, Vec<usize>)> {
+        let text = self.render(messages, tools, add_generation_prompt, enable_thinking)?;
+        let list = messages.as_array().map(Vec::as_slice).unwrap_or_default();
+        let mut ends = Vec::with_capacity(list.len());
+        for i in 0..list.len() {
+            let prefix = Value::Array(list[..=i].to_vec());
+            let part = self.render(&prefix, tools, false, enable_thinking)?;
+            if text.starts_with(&part) && ends.last() != Some(&part.len()) {
+                ends.push(part.len());
+            }
+        }
+        Ok((text, ends))
+    }
+
     /// A single user turn, ready for the assistant's reply.
     pub fn render_user_prompt(&self, text: &str, enable_thinking: bool) -> Result<String> {
         let messages = serde_json::json!([{"role": "user", "content": text}]);
@@ -201,6 +226,21 @@ mod tests {
             out,
             "<|im_start|>user\nhi<|im_end|><|im_start|>assistant<think>\n\n</think>\n\n"
         );
+    }
+
+    #[test]
+    fn message_ends_are_marked_where_the_prefix_renders_the_same() {
+        let t = ChatTemplate::new(QWEN_LIKE).unwrap();
+        let messages = serde_json::json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "yo"},
+            {"role": "user", "content": "ls"},
+        ]);
+        let (text, ends) = t.render_marked(&messages, None, true, false).unwrap();
+        assert_eq!(text, t.render(&messages, None, true, false).unwrap());
+        assert_eq!(ends.len(), 3, "{text:?} {ends:?}");
+        assert_eq!(&text[..ends[0]], "<|im_start|>user\nhi<|im_end|>");
+        assert!(ends.windows(2).all(|w| w[0] < w[1]) && ends[2] < text.len());
     }
 
     #[test]

@@ -11,6 +11,12 @@ pub enum RuntimeError {
     /// The tokenizer could not be loaded or failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// An error from the cache (e.g. a request its budget cannot hold).
+    #[error(transparent)]
+    Cache(#[from] edge_kvcache::KvCacheError),
+    /// An error from speculative decoding.
+    #[error(transparent)]
+    Spec(#[from] edge_spec::SpecError),
     /// An error from the model.
     #[error(transparent)]
     Model(#[from] edge_model::ModelError),

@@ -8,11 +8,13 @@ mod error;
 
 pub use error::{Result, RuntimeError};
 pub mod chat_template;
-pub mod generate;
+pub mod engine;
 pub mod sampling;
 pub mod tokenizer;
 
 pub use chat_template::ChatTemplate;
-pub use generate::{GenerateOutput, GenerateRequest, StopReason, generate};
+pub use engine::{
+    Engine, EngineConfig, EngineStats, GenerateOutput, GenerateRequest, ReusePolicy, StopReason,
+};
 pub use sampling::{Sampler, SamplingParams, argmax};
 pub use tokenizer::Tokenizer;

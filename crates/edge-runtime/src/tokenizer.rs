@@ -37,6 +37,30 @@ impl Tokenizer {
             .map_err(|e| RuntimeError::Tokenizer(format!("encoding failed: {e}")))
     }
 
+    /// Encodes text and maps byte offsets in it (e.g. the message ends of
+    /// [`crate::ChatTemplate::render_marked`]) to token positions: the offset where
+    /// one token ends and the next begins becomes that token boundary; an offset inside
+    /// a token (merged across it) is dropped.
+    pub fn encode_marked(&self, text: &str, offsets: &[usize]) -> Result<(Vec<u32>, Vec<usize>)> {
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| RuntimeError::Tokenizer(format!("encoding failed: {e}")))?;
+        let spans = enc.get_offsets();
+        let marks = offsets
+            .iter()
+            .filter_map(|&at| {
+                if at >= text.len() {
+                    return Some(spans.len());
+                }
+                // The first token that ends past `at` must start at or after it.
+                let next = spans.partition_point(|&(_, end)| end <= at);
+                (next > 0 && spans.get(next).is_some_and(|&(start, _)| start >= at)).then_some(next)
+            })
+            .collect();
+        Ok((enc.get_ids().to_vec(), marks))
+    }
+
     /// Decodes ids to text, keeping special tokens visible.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner

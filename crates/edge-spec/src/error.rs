@@ -8,6 +8,9 @@ pub enum SpecError {
     /// From the model.
     #[error(transparent)]
     Model(#[from] edge_model::ModelError),
+    /// From the cache.
+    #[error(transparent)]
+    Cache(#[from] edge_kvcache::KvCacheError),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),

@@ -1,12 +1,15 @@
 //! `edge-spec`: speculative decoding with the model's built-in MTP head.
 //!
-//! Today: greedy chain speculation ([`mtp_chain`]) — the MTP head drafts `k` tokens,
-//! the target verifies them in one forward, the longest matching prefix plus one
-//! corrected token is kept, and the hybrid model's recurrent state is rolled back to
-//! the last accepted token. Token trees with a tree attention mask are the next step.
+//! Today: greedy chain speculation ([`ChainSpeculator`]): the MTP head drafts `k`
+//! tokens, the target verifies them in one forward, the longest matching prefix plus
+//! one token of the target's own is kept, and the hybrid model's recurrent state is
+//! rolled back to the last accepted token (by re-running the accepted prefix). It is
+//! one decode step of `edge_runtime::Engine`, the single generation driver. Token
+//! trees with a tree attention mask, and a commit without re-running, are the next
+//! step.
 
+mod chain;
 mod error;
-pub mod mtp_chain;
 
+pub use chain::{ChainSpeculator, SpecConfig, SpecStats};
 pub use error::{Result, SpecError};
-pub use mtp_chain::{SpecConfig, SpecOutput, SpecStats, generate_greedy};

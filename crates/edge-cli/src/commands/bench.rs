@@ -1,13 +1,15 @@
 //! `edge-llm bench`: end-to-end speed of prefill and decode, beside the memory
 //! bandwidth bound; and `bench synth` to write the random benchmark model.
 
+use super::engine_args::EngineArgs;
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_core::read_bandwidth::ReadProbe;
 use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
-use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model, Scratch};
+use edge_model::{ActivationMode, LoadOptions, Qwen35Model};
+use edge_runtime::{Engine, GenerateRequest};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::Arc;
 
 /// `bench` subcommands.
 #[derive(Subcommand, Debug)]
@@ -24,8 +26,9 @@ pub struct DecodeArgs {
     /// Model directory.
     #[arg(long)]
     pub model: PathBuf,
-    /// Prompt length for the prefill measurement.
-    #[arg(long, default_value_t = 512)]
+    /// Prompt length: the prefill measurement, and the depth (cached tokens) decode
+    /// starts at.
+    #[arg(long, alias = "depth", default_value_t = 512)]
     pub prompt_tokens: usize,
     /// Tokens to decode.
     #[arg(long, default_value_t = 128)]
@@ -35,12 +38,14 @@ pub struct DecodeArgs {
     /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
-    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
-    #[arg(long, default_value = "f32")]
-    pub kv_cache: KvCacheDType,
-    /// Timed runs (fresh state each), each followed by a read-bandwidth measurement
-    /// (the fastest of one, four and eight read streams per thread over 1 GiB); the median of each figure is reported (the fraction of the bound is the median
-    /// of each run's decode speed over its own bound), since a shared VM's speed drifts
+    /// Engine and cache settings (the prefix cache is always off here: every run
+    /// prefills its prompt).
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Timed runs (fresh sequence each), each followed by a read-bandwidth measurement
+    /// (the fastest of one, four and eight read streams per thread over 1 GiB); the
+    /// median of each figure is reported (the fraction of the bound is the median of
+    /// each run's decode speed over its own bound), since a shared VM's speed drifts
     /// by ±10% between runs.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -77,7 +82,6 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         &a.model,
         LoadOptions {
             activations: a.act_quant,
-            kv_cache: a.kv_cache,
         },
     )?;
     let vocab = model.config().vocab_size as u64;
@@ -90,52 +94,58 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
             (seed % vocab) as u32
         })
         .collect();
-    // Warm up page cache and thread pool.
-    model.forward(
-        &prompt[..8.min(prompt.len())],
-        &mut model.new_state(),
-        Logits::Last,
-    )?;
+    let bytes_per_token = model.weight_bytes_per_token();
+    // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
+    // attention layers' rows up to the step's position (the MTP head's are not read).
+    let mut spec = model.cache_spec(a.engine.block_size, a.engine.kv_dtype);
+    let mtp_layers = usize::from(model.mtp().is_some());
+    spec.attention.truncate(spec.attention.len() - mtp_layers);
+    let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
+    let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
+    let mut config = a.engine.config(model.mtp().is_some());
+    config.cache.prefix_cache = false;
+    let mut engine = Engine::new(Arc::new(model), config)?;
+    let request = GenerateRequest {
+        prompt,
+        max_new_tokens: a.decode_tokens + 1,
+        ..GenerateRequest::default()
+    };
+    // Warm up page cache, thread pool and the cache's pages.
+    engine.generate(&GenerateRequest {
+        prompt: request.prompt[..8.min(request.prompt.len())].to_vec(),
+        max_new_tokens: 2,
+        ..GenerateRequest::default()
+    })?;
 
     // Each run's decode is paired with a read-bandwidth measurement taken right after
     // it: a shared VM's bandwidth drifts by a third within minutes, and one measurement
     // for all runs made the fraction of the bound swing with it.
-    let bytes_per_token = model.weight_bytes_per_token();
     // 1 GiB: several times any last-level cache here; 5 passes per read pattern.
     let reader = ReadProbe::new(1 << 30, 5);
+    let read_per_token = bytes_per_token as f64 + kv_bytes_per_token;
     let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
     let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
     for _ in 0..a.runs.max(1) {
-        // A fresh state and work-buffer pool per run, as a new request gets.
-        let (mut state, mut scratch) = (model.new_state(), Scratch::new());
-        let t0 = Instant::now();
-        let mut logits =
-            (model.forward_with_scratch(&prompt, &mut state, Logits::Last, &mut scratch)?).logits;
-        prefill_tps.push(prompt.len() as f64 / t0.elapsed().as_secs_f64());
-        let t1 = Instant::now();
-        for _ in 0..a.decode_tokens {
-            let next = edge_runtime::argmax(&logits);
-            logits =
-                (model.forward_with_scratch(&[next], &mut state, Logits::Last, &mut scratch)?)
-                    .logits;
-        }
-        let tps = a.decode_tokens as f64 / t1.elapsed().as_secs_f64();
+        let out = engine.generate(&request)?;
+        prefill_tps.push(out.prompt_tokens as f64 / (out.prefill_ms / 1e3));
+        let tps = out.decode_tokens_per_s();
         let bandwidth = reader.bytes_per_s();
         decode_tps.push(tps);
         bandwidths.push(bandwidth);
-        fractions.push(tps / (bandwidth / bytes_per_token as f64));
+        fractions.push(tps / (bandwidth / read_per_token));
     }
     let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
     let bandwidth = median(&mut bandwidths);
-    let bound = bandwidth / bytes_per_token as f64;
     let v = serde_json::json!({
-        "prompt_tokens": prompt.len(),
+        "prompt_tokens": request.prompt.len(),
         "prefill_tokens_per_s": prefill_tps,
         "decode_tokens": a.decode_tokens,
         "decode_tokens_per_s": decode_tps,
+        "kv_dtype": a.engine.kv_dtype.name(),
         "weight_bytes_per_token": bytes_per_token,
+        "kv_bytes_per_token": kv_bytes_per_token.round(),
         "read_bandwidth_gb_per_s": bandwidth / 1e9,
-        "bandwidth_bound_tokens_per_s": bound,
+        "bandwidth_bound_tokens_per_s": bandwidth / read_per_token,
         "fraction_of_bound": median(&mut fractions),
         "threads": rayon::current_num_threads(),
         "runs": a.runs.max(1),

@@ -1,13 +1,18 @@
-//! `edge-llm generate`.
+//! `edge-llm generate`: one prompt, or a file of requests through one engine.
 
+use super::engine_args::EngineArgs;
+use super::requests;
 use super::{parse_ids, write_logits};
 use crate::agent::{AgentContext, read_tools_file};
 use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
-use edge_model::{ActivationMode, KvCacheDType, LoadOptions};
-use edge_runtime::{GenerateOutput, GenerateRequest, SamplingParams, StopReason, generate};
+use edge_model::{ActivationMode, LoadOptions};
+use edge_runtime::{
+    ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
+};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Flags of `generate`.
 #[derive(Args, Debug)]
@@ -23,6 +28,12 @@ pub struct GenerateArgs {
     /// Prompt as comma-separated token ids (used as is).
     #[arg(long)]
     pub prompt_ids: Option<String>,
+    /// A JSONL file of requests run in order through one engine (sharing its prefix
+    /// cache): each line `{"prompt_ids": [...], "max_new_tokens": n}` or
+    /// `{"prompt": "...", ...}`, optionally with `"reuse_points": [...]`. Prints one
+    /// JSON object per line.
+    #[arg(long, conflicts_with_all = ["prompt", "prompt_ids", "logits_out"])]
+    pub requests: Option<PathBuf>,
     /// Tokenize --prompt as is, without the chat template.
     #[arg(long)]
     pub raw: bool,
@@ -55,19 +66,43 @@ pub struct GenerateArgs {
     /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
-    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
-    #[arg(long, default_value = "f32")]
-    pub kv_cache: KvCacheDType,
-    /// MTP speculative decoding: tokens drafted per target forward (0 = off). Used for
-    /// greedy decoding on models with an MTP head; output is identical to plain greedy.
-    #[arg(long, default_value_t = 0)]
-    pub draft_tokens: usize,
+    /// Engine and cache settings.
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Write the logits of each generated token to this safetensors file.
     #[arg(long)]
     pub logits_out: Option<PathBuf>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Turns prompt text into token ids and reuse points: through the chat template
+/// (marking each message's end) unless raw.
+pub struct PromptBuilder<'a> {
+    tokenizer: Option<&'a Tokenizer>,
+    template: Option<&'a ChatTemplate>,
+    context: AgentContext,
+    raw: bool,
+    think: bool,
+}
+
+impl PromptBuilder<'_> {
+    /// Token ids and reuse points of `text`.
+    pub fn build(&self, text: &str) -> Result<(Vec<u32>, Vec<usize>), CliError> {
+        let tokenizer = self.tokenizer.ok_or_else(|| {
+            CliError::Usage("a text prompt needs tokenizer.json in the model directory".into())
+        })?;
+        match (self.template, self.raw) {
+            (Some(t), false) => {
+                let messages = self.context.messages(text);
+                let tools = self.context.tools.as_ref();
+                let (rendered, ends) = t.render_marked(&messages, tools, true, self.think)?;
+                Ok(tokenizer.encode_marked(&rendered, &ends)?)
+            }
+            _ => Ok((tokenizer.encode(text)?, Vec::new())),
+        }
+    }
 }
 
 /// The system message and tools: flags first, then the model's defaults.
@@ -92,105 +127,93 @@ fn agent_context(
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let opts = LoadOptions {
         activations: a.act_quant,
-        kv_cache: a.kv_cache,
     };
-    let bundle = Bundle::load(a.model.as_deref(), opts)?;
-    let prompt = match (&a.prompt, &a.prompt_ids) {
-        (_, Some(ids)) => parse_ids(ids)?,
-        (Some(text), None) => {
-            let tokenizer = bundle.tokenizer.as_ref().ok_or_else(|| {
-                CliError::Usage("--prompt needs tokenizer.json in the model directory".into())
-            })?;
-            let text = match (&bundle.template, a.raw) {
-                (Some(t), false) => {
-                    let ctx = agent_context(&a, bundle.agent_defaults.as_ref())?;
-                    t.render(&ctx.messages(text), ctx.tools.as_ref(), true, a.think)?
-                }
-                _ => text.clone(),
-            };
-            tokenizer.encode(&text)?
-        }
-        (None, None) => return Err(CliError::Usage("give --prompt or --prompt-ids".into())),
+    let Bundle {
+        model,
+        tokenizer,
+        template,
+        agent_defaults,
+    } = Bundle::load(a.model.as_deref(), opts)?;
+    let prompts = PromptBuilder {
+        tokenizer: tokenizer.as_ref(),
+        template: template.as_ref(),
+        context: agent_context(&a, agent_defaults.as_ref())?,
+        raw: a.raw,
+        think: a.think,
     };
-    let model = &bundle.model;
-    let req = GenerateRequest {
-        prompt,
+    let stop_tokens = model.config().eos_token_ids.clone();
+    let config = a.engine.config(model.mtp().is_some());
+    let mut engine = Engine::new(Arc::new(model), config)?;
+    let base = GenerateRequest {
         max_new_tokens: a.max_new_tokens,
         sampling: SamplingParams {
             temperature: a.temperature,
             seed: a.seed,
             ..SamplingParams::default()
         },
-        stop_tokens: model.config().eos_token_ids.clone(),
-        record_logits: a.logits_out.is_some(),
+        stop_tokens,
+        ..GenerateRequest::default()
     };
-    let speculate = a.draft_tokens > 0
-        && a.temperature == 0.0
-        && a.logits_out.is_none()
-        && model.mtp().is_some();
-    let (out, spec_stats) = if speculate {
-        let s = edge_spec::generate_greedy(
-            model,
-            &req.prompt,
-            req.max_new_tokens,
-            &req.stop_tokens,
-            edge_spec::SpecConfig {
-                draft_tokens: a.draft_tokens,
-            },
-        )?;
-        let stop = if s.tokens.last().is_some_and(|t| req.stop_tokens.contains(t)) {
-            StopReason::Stop
-        } else {
-            StopReason::Length
-        };
-        let out = GenerateOutput {
-            tokens: s.tokens,
-            logits: None,
-            prefill_ms: s.prefill_ms,
-            decode_ms: s.decode_ms,
-            stop,
-        };
-        (out, Some(s.stats))
-    } else {
-        (generate(model, &req)?, None)
-    };
-    if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
-        write_logits(path, logits, out.tokens.len(), model.config().vocab_size)?;
+    if let Some(path) = &a.requests {
+        return requests::run(&mut engine, path, &base, &prompts, tokenizer.as_ref());
     }
-    // The stop token ends the reply; it is in `tokens`, not in the text.
-    let shown = match out.stop {
-        StopReason::Stop => &out.tokens[..out.tokens.len().saturating_sub(1)],
-        StopReason::Length | StopReason::Context => &out.tokens[..],
+    let (prompt, reuse_points) = match (&a.prompt, &a.prompt_ids) {
+        (_, Some(ids)) => (parse_ids(ids)?, Vec::new()),
+        (Some(text), None) => prompts.build(text)?,
+        (None, None) => {
+            return Err(CliError::Usage(
+                "give --prompt, --prompt-ids or --requests".into(),
+            ));
+        }
     };
-    let text = match &bundle.tokenizer {
-        Some(t) => t.decode(shown)?,
-        None => String::new(),
+    let req = GenerateRequest {
+        prompt,
+        reuse_points,
+        record_logits: a.logits_out.is_some(),
+        ..base
     };
+    let out = engine.generate(&req)?;
+    if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
+        write_logits(
+            path,
+            logits,
+            out.tokens.len(),
+            engine.model().config().vocab_size,
+        )?;
+    }
+    let text = reply_text(tokenizer.as_ref(), &out)?;
     if a.json {
-        let v = serde_json::json!({
-            "tokens": out.tokens,
-            "text": text,
-            "prompt_tokens": req.prompt.len(),
-            "generated_tokens": out.tokens.len(),
-            "prefill_ms": out.prefill_ms,
-            "decode_ms": out.decode_ms,
-            "decode_tokens_per_s": out.decode_tokens_per_s(),
-            "stop_reason": format!("{:?}", out.stop).to_lowercase(),
-            "speculation": spec_stats.map(|s| serde_json::json!({
-                "draft_tokens": a.draft_tokens,
+        let mut v = requests::output_json(&out, text.as_deref());
+        v["speculation"] = match out.speculation {
+            Some(s) => serde_json::json!({
+                "draft_tokens": a.engine.draft_tokens,
                 "verify_forwards": s.verify_forwards,
                 "recompute_forwards": s.recompute_forwards,
                 "drafted": s.drafted,
                 "accepted": s.accepted,
                 "tokens_per_verify": s.tokens_per_verify(),
-            })),
-        });
+            }),
+            None => serde_json::Value::Null,
+        };
         println!("{v}");
-    } else if bundle.tokenizer.is_some() {
+    } else if let Some(text) = text {
         println!("{text}");
     } else {
         let ids: Vec<String> = out.tokens.iter().map(|t| t.to_string()).collect();
         println!("{}", ids.join(","));
     }
     Ok(())
+}
+
+/// The reply as text (without the stop token that ended it), when there is a
+/// tokenizer.
+pub fn reply_text(
+    tokenizer: Option<&Tokenizer>,
+    out: &GenerateOutput,
+) -> Result<Option<String>, CliError> {
+    let shown = match out.stop {
+        StopReason::Stop => &out.tokens[..out.tokens.len().saturating_sub(1)],
+        StopReason::Length | StopReason::Context => &out.tokens[..],
+    };
+    Ok(tokenizer.map(|t| t.decode(shown)).transpose()?)
 }

@@ -1,9 +1,11 @@
 //! One module per subcommand, plus shared helpers.
 
 pub mod bench;
+pub mod engine_args;
 pub mod generate;
 pub mod inspect;
 pub mod quantize;
+mod requests;
 pub mod score;
 
 use crate::cli_error::CliError;

@@ -3,7 +3,8 @@
 use super::{parse_ids, write_logits};
 use crate::cli_error::CliError;
 use clap::Args;
-use edge_model::{ActivationMode, KvCacheDType, LoadOptions, Logits, Qwen35Model};
+use edge_kvcache::{CacheConfig, KvDType};
+use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session};
 use std::path::PathBuf;
 
 /// Flags of `score`.
@@ -23,23 +24,20 @@ pub struct ScoreArgs {
     /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
     #[arg(long, default_value = "none")]
     pub act_quant: ActivationMode,
-    /// KV-cache precision: f32, or fp8 with the checkpoint's k/v scales.
+    /// KV page element type: f32, bf16, or fp8 (E4M3 with the checkpoint's scales).
     #[arg(long, default_value = "f32")]
-    pub kv_cache: KvCacheDType,
+    pub kv_dtype: KvDType,
 }
 
 /// Runs `score`.
 pub fn run(a: ScoreArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load_with(
-        &a.model,
-        LoadOptions {
-            activations: a.act_quant,
-            kv_cache: a.kv_cache,
-        },
-    )?;
+    let model = Qwen35Model::load(&a.model, a.act_quant)?;
     let ids = parse_ids(&a.prompt_ids)?;
-    let mut state = model.new_state();
-    let out = model.forward(&ids, &mut state, Logits::All)?;
+    let config = CacheConfig {
+        kv_dtype: a.kv_dtype,
+        ..CacheConfig::default()
+    };
+    let out = Session::new(&model, config)?.forward(&ids, LogitRows::All)?;
     write_logits(
         &a.logits_out,
         &out.logits,

@@ -13,13 +13,13 @@ use crate::{BlockId, CacheSpec, Result, SlotId};
 ///
 /// Page and slot ids are dense indices chosen by the cache; storage for an id exists
 /// between [`CacheMemory::materialize_page`] (or `_slot`) and the matching `drop_*`.
-pub trait CacheMemory: Send + Sized {
+pub trait CacheMemory: Send + Sized + std::fmt::Debug {
     /// One attention layer's pages (keys and values).
-    type Kv: Send;
+    type Kv: Send + Sync + std::fmt::Debug;
     /// One recurrent layer's slots (conv window and state).
-    type Recurrent: Send;
+    type Recurrent: Send + std::fmt::Debug;
     /// A saved copy of one slot's state in every recurrent layer (a snapshot).
-    type State: Send;
+    type State: Send + std::fmt::Debug;
 
     /// Empty storage for `spec` (nothing allocated yet).
     fn new(spec: &CacheSpec) -> Result<Self>;

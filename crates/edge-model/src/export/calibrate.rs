@@ -2,9 +2,12 @@
 //! largest input magnitude, and per attention layer the largest key and value.
 
 use super::writer::CalibrationScales;
-use crate::model::{Logits, Qwen35Model};
+use crate::batch::LogitRows;
+use crate::model::Qwen35Model;
+use crate::session::Session;
 use crate::weights::ActivationMode;
 use crate::{ModelError, Result};
+use edge_kvcache::CacheConfig;
 use edge_quant::linear::AmaxObserver;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,8 +40,7 @@ pub fn calibrate(dir: &Path, prompts: &[Vec<u32>]) -> Result<CalibrationScales> 
         })
         .collect();
     for prompt in prompts.iter().filter(|p| !p.is_empty()) {
-        let mut state = model.new_state();
-        model.forward(prompt, &mut state, Logits::Last)?;
+        Session::new(&model, CacheConfig::default())?.forward(prompt, LogitRows::Last)?;
     }
     Ok(CalibrationScales {
         input_amax: linears.into_iter().map(|(n, o)| (n, o.amax())).collect(),

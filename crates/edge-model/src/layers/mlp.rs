@@ -1,37 +1,30 @@
 //! SwiGLU MLP: `down(silu(gate(x)) ⊙ up(x))`.
 
-use super::norm::{Gate, gate_in_place};
-use super::scratch::Scratch;
 use crate::Result;
-use edge_quant::linear::Linear;
+use crate::backend::{Backend, Gate, LinearShape};
+use crate::cpu::Cpu;
 
 /// The dense MLP of every layer (and of the MTP block).
 #[derive(Debug)]
-pub struct Mlp {
+pub struct Mlp<B: Backend = Cpu> {
     /// Gate projection `[intermediate, hidden]`.
-    pub gate: Linear,
+    pub gate: B::Linear,
     /// Up projection `[intermediate, hidden]`.
-    pub up: Linear,
+    pub up: B::Linear,
     /// Down projection `[hidden, intermediate]`.
-    pub down: Linear,
+    pub down: B::Linear,
 }
 
-impl Mlp {
-    /// Applies the MLP to `tokens` rows of `x`, writing `out` (`[tokens, hidden]`),
-    /// with its work buffers from `scratch`.
-    pub fn forward(
-        &self,
-        x: &[f32],
-        tokens: usize,
-        out: &mut [f32],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
+impl<B: Backend> Mlp<B> {
+    /// Applies the MLP to `rows` rows of `x`, writing `out` (`[rows, hidden]`).
+    pub fn forward(&self, be: &mut B, x: &B::Buf, rows: usize, out: &mut B::Buf) -> Result<()> {
         let inter = self.gate.out_features();
-        let (mut g, mut u) = (scratch.take(tokens * inter), scratch.take(tokens * inter));
-        Linear::forward_shared(&[&self.gate, &self.up], x, tokens, &mut [&mut g, &mut u])?;
-        gate_in_place(Gate::Silu, &g, &mut u);
-        self.down.forward(&u, tokens, out)?;
-        scratch.give_all([g, u]);
+        let (mut g, mut u) = (be.alloc(rows * inter), be.alloc(rows * inter));
+        be.linear(&[&self.gate, &self.up], x, rows, &mut [&mut g, &mut u])?;
+        be.gate(Gate::Silu, &g, &mut u);
+        be.linear(&[&self.down], &u, rows, &mut [out])?;
+        be.free(g);
+        be.free(u);
         Ok(())
     }
 }

@@ -1,12 +1,7 @@
-//! The model's layers, each a plain struct of weights with a `forward` over f32 rows.
+//! The model's layers: plain structs of weights (in a [`crate::Backend`]'s form) whose
+//! `forward` is the layer's orchestration, written once over the backend's operations.
 
 pub mod attention;
-pub(crate) mod attention_block;
 pub mod gdn;
-#[cfg(target_arch = "x86_64")]
-mod matmul_x86;
 pub mod mlp;
-pub mod norm;
 pub mod rope;
-pub mod scratch;
-pub(crate) mod simd;

@@ -1,7 +1,7 @@
 //! The gated delta rule core (spec §4.8): the single-token recurrence and the chunked
 //! form HF uses for every multi-token forward. All in f32; the state is `[dk, dv]`.
 
-use crate::layers::simd::{
+use super::simd::{
     Structure, axpy, dispatch, flush_negligible, matmul_acc, matmul_acc_structured, weight_exp,
 };
 
@@ -304,7 +304,7 @@ impl ChunkScratch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::simd::NEGLIGIBLE;
+    use crate::cpu::simd::NEGLIGIBLE;
 
     fn lcg(seed: &mut u64) -> f32 {
         *seed = seed
@@ -316,7 +316,7 @@ mod tests {
     fn normalised(rows: usize, d: usize, seed: &mut u64, scale: f32) -> Vec<f32> {
         let mut x: Vec<f32> = (0..rows * d).map(|_| lcg(seed)).collect();
         for r in x.chunks_mut(d) {
-            crate::layers::norm::l2_norm(r);
+            crate::cpu::norm::l2_norm(r);
             r.iter_mut().for_each(|v| *v *= scale);
         }
         x
@@ -375,7 +375,7 @@ mod tests {
     /// decays span e^−300 and lower):
     /// the chunked and token paths still agree, and neither leaves a subnormal in the
     /// state or the outputs (each would cost a microcode assist per vector operation on
-    /// Intel cores, see [`crate::layers::simd::NEGLIGIBLE`]).
+    /// Intel cores, see [`super::simd::NEGLIGIBLE`]).
     #[test]
     fn fast_forgetting_heads_stay_clear_of_subnormals() {
         let (len, dk, dv) = (130, 8, 6);

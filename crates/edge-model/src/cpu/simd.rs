@@ -38,26 +38,6 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc[0] + tail
 }
 
-/// Asks the CPU to start loading every cache line of `row` into L1 (a hint: no effect
-/// on results, and none on other architectures). For loops that walk rows the
-/// hardware prefetcher does not follow, such as one KV head's rows of an interleaved
-/// cache.
-#[inline(always)]
-pub fn prefetch_row(row: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in row.chunks(16) {
-        // SAFETY: a prefetch never faults and changes no memory; the address is that of
-        // an element of `row`.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
-}
-
 /// `eˣ` without a libm call, so loops over it vectorise (silu, sigmoid and the decay
 /// and softmax exponentials run tens of millions of times per prompt): `x = n·ln2 + r`,
 /// `|r| ≤ ln2/2`, a degree-7 Taylor polynomial for `eʳ`, `2ⁿ` built in the exponent

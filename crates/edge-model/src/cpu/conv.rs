@@ -2,8 +2,8 @@
 //! at a time: the mixer runs one range per q, k and v head on the team's threads
 //! (spec §4.2).
 
-use crate::layers::norm::silu;
-use crate::layers::simd::dispatch;
+use super::norm::silu;
+use super::simd::dispatch;
 
 /// One channel range's share of a conv: where it starts, its carried history and where
 /// its output goes.

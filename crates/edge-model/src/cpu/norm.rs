@@ -1,6 +1,7 @@
 //! RMSNorm variants (spec §3): zero-centred, gated, and the GDN L2 norm.
 
 use super::simd::{dispatch, exp};
+use crate::backend::Gate;
 
 /// Zero-centred RMSNorm over each `w.len()`-wide row of `x`, in place:
 /// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
@@ -73,15 +74,6 @@ pub fn l2_norm(x: &mut [f32]) {
 fn inv_rms(row: &[f32], eps: f32) -> f32 {
     let mean = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
     1.0 / (mean + eps).sqrt()
-}
-
-/// How [`gate_in_place`] gates its values.
-#[derive(Clone, Copy, Debug)]
-pub enum Gate {
-    /// `x ← silu(g) · x` (SwiGLU: `g` the gate projection, `x` the up projection).
-    Silu,
-    /// `x ← sigmoid(g) · x` (the attention output gate).
-    Sigmoid,
 }
 
 /// `x[i] ← f(g[i]) · x[i]` with `f` the [`Gate`]'s function, compiled for the best

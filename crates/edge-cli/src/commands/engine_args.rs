@@ -1,0 +1,100 @@
+//! The engine and cache flags `generate` and `bench decode` share.
+
+use clap::Args;
+use edge_kvcache::{CacheConfig, KvDType};
+use edge_runtime::{EngineConfig, ReusePolicy};
+use edge_spec::SpecConfig;
+
+/// Flags that configure the engine and its paged cache.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// KV page element type: f32, bf16, or fp8 (E4M3 with the checkpoint's
+    /// k_scale/v_scale, 1.0 where absent; one byte per element).
+    #[arg(long, default_value = "f32")]
+    pub kv_dtype: KvDType,
+    /// Byte budget of the cache (pages, state slots and prefix snapshots), e.g.
+    /// 4294967296, 4GiB or 512MiB.
+    #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
+    pub kv_budget: usize,
+    /// Tokens per KV page.
+    #[arg(long, default_value_t = 32)]
+    pub block_size: usize,
+    /// Tokens per prefill pass.
+    #[arg(long, default_value_t = 512)]
+    pub prefill_chunk: usize,
+    /// Keep a prefix snapshot every N prefill chunks (0: only at prompt ends and
+    /// reuse points).
+    #[arg(long, default_value_t = 0)]
+    pub snapshot_stride: usize,
+    /// Turn prefix reuse across requests off.
+    #[arg(long)]
+    pub no_prefix_cache: bool,
+    /// Which cached prefixes a request resumes from: exact (output bit-identical to no
+    /// cache) or longest (also unmarked earlier prompt ends).
+    #[arg(long, default_value = "exact")]
+    pub reuse: ReusePolicy,
+    /// MTP speculative decoding: tokens drafted per target forward (0 = off). Used for
+    /// greedy decoding on models with an MTP head; output is identical to plain greedy.
+    #[arg(long, default_value_t = 0)]
+    pub draft_tokens: usize,
+}
+
+impl EngineArgs {
+    /// The engine configuration these flags describe. Speculation is only asked for
+    /// when `mtp_available` (the model has an MTP head).
+    pub fn config(&self, mtp_available: bool) -> EngineConfig {
+        EngineConfig {
+            cache: CacheConfig {
+                block_size: self.block_size,
+                kv_dtype: self.kv_dtype,
+                budget_bytes: self.kv_budget,
+                prefix_cache: !self.no_prefix_cache,
+            },
+            prefill_chunk: self.prefill_chunk,
+            snapshot_stride: self.snapshot_stride,
+            reuse: self.reuse,
+            speculation: (self.draft_tokens > 0 && mtp_available).then_some(SpecConfig {
+                draft_tokens: self.draft_tokens,
+            }),
+        }
+    }
+}
+
+/// A byte count: digits, optionally followed by K, M, G (powers of 1000) or KiB, MiB,
+/// GiB (powers of 1024).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a byte count (e.g. 4GiB, 512MiB, 1000000)"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unknown byte unit `{other}` in `{text}`")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("3M"), Ok(3_000_000));
+        assert_eq!(parse_bytes("1234"), Ok(1234));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("4TB").is_err());
+        assert!(parse_bytes("99999999999999999999GiB").is_err());
+    }
+}

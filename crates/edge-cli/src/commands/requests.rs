@@ -1,0 +1,128 @@
+//! `generate --requests FILE.jsonl`: every line a request, run in order through one
+//! engine, one JSON object printed per line as it finishes.
+
+use super::generate::{PromptBuilder, reply_text};
+use crate::cli_error::CliError;
+use edge_runtime::{Engine, GenerateOutput, GenerateRequest, Tokenizer};
+use serde_json::{Value, json};
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// One parsed line.
+fn parse_line(
+    line: &str,
+    base: &GenerateRequest,
+    prompts: &PromptBuilder<'_>,
+) -> Result<GenerateRequest, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let obj = v.as_object().ok_or("not a JSON object")?;
+    let ids = |key: &str| -> Result<Option<Vec<usize>>, String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|x| {
+                    (x.as_u64())
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| format!("`{key}` holds {x}, not a non-negative integer"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!("`{key}` must be an array of integers, not {other}")),
+        }
+    };
+    let (prompt, marks) = match (ids("prompt_ids")?, obj.get("prompt")) {
+        (Some(_), Some(_)) => return Err("give `prompt_ids` or `prompt`, not both".into()),
+        (Some(p), None) => {
+            let p = (p.into_iter())
+                .map(|t| u32::try_from(t).map_err(|_| format!("token id {t} is too large")))
+                .collect::<Result<Vec<_>, _>>()?;
+            (p, Vec::new())
+        }
+        (None, Some(Value::String(text))) => prompts.build(text).map_err(|e| e.to_string())?,
+        (None, Some(other)) => return Err(format!("`prompt` must be a string, not {other}")),
+        (None, None) => return Err("needs `prompt_ids` or `prompt`".into()),
+    };
+    let max_new_tokens = match obj.get("max_new_tokens") {
+        None | Some(Value::Null) => base.max_new_tokens,
+        Some(x) => (x.as_u64())
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("`max_new_tokens` must be a non-negative integer, not {x}"))?,
+    };
+    let mut reuse_points = marks;
+    reuse_points.extend(ids("reuse_points")?.unwrap_or_default());
+    for key in obj.keys() {
+        if !["prompt_ids", "prompt", "max_new_tokens", "reuse_points"].contains(&key.as_str()) {
+            return Err(format!("unknown field `{key}`"));
+        }
+    }
+    Ok(GenerateRequest {
+        prompt,
+        reuse_points,
+        max_new_tokens,
+        ..base.clone()
+    })
+}
+
+/// The JSON object a finished request prints.
+pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
+    json!({
+        "tokens": out.tokens,
+        "text": text,
+        "prompt_tokens": out.prompt_tokens,
+        "cached_tokens": out.cached_tokens,
+        "generated_tokens": out.tokens.len(),
+        "prefill_ms": out.prefill_ms,
+        "decode_ms": out.decode_ms,
+        "decode_tokens_per_s": out.decode_tokens_per_s(),
+        "stop_reason": out.stop.name(),
+    })
+}
+
+/// Runs every request of `path` in order. A bad line stops the run with an error
+/// naming it; the lines before it have printed their results.
+pub fn run(
+    engine: &mut Engine,
+    path: &Path,
+    base: &GenerateRequest,
+    prompts: &PromptBuilder<'_>,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(), CliError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
+    let stdout = std::io::stdout();
+    let mut lines = 0;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let n = i + 1;
+        let at =
+            |reason: String| CliError::Usage(format!("{}: line {n}: {reason}", path.display()));
+        let line = line.map_err(|e| at(e.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let req = parse_line(&line, base, prompts).map_err(at)?;
+        let out = engine.generate(&req).map_err(|e| at(e.to_string()))?;
+        let text = reply_text(tokenizer, &out)?;
+        let mut v = output_json(&out, text.as_deref());
+        v["line"] = json!(n);
+        let mut lock = stdout.lock();
+        writeln!(lock, "{v}")
+            .and_then(|()| lock.flush())
+            .map_err(|e| at(e.to_string()))?;
+        lines += 1;
+    }
+    let s = engine.stats();
+    let usage = engine.cache().usage();
+    eprintln!(
+        "{lines} requests: {} prompt tokens, {} cached ({:.1}%), {} prefilled; cache holds \
+         {} snapshots, {} bytes of pages and {} of snapshots",
+        s.prompt_tokens,
+        s.cached_tokens,
+        100.0 * s.hot_cache_ratio(),
+        s.prefilled_tokens,
+        usage.entries,
+        usage.pages_in_use + usage.pages_free,
+        usage.snapshots,
+    );
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! The narrow interface between the model's orchestration and a device.
+//!
+//! The layers ([`crate::layers`]) and the model ([`crate::Qwen35Model`]) are written
+//! once, over [`Backend`]: they allocate buffers, call its operations in order and
+//! never touch a value. A backend owns its buffers ([`Backend::Buf`]), the form its
+//! weights take on the device, and the device memory of the cache
+//! ([`Backend::Memory`]). The CPU backend ([`crate::cpu::Cpu`]) is the reference every
+//! other backend is tested against.
+
+use crate::Result;
+use crate::layers::attention::{GatedAttention, KvObserver};
+use crate::layers::gdn::GatedDeltaNet;
+use edge_kvcache::{BlockId, CacheMemory, SlotId};
+use std::fmt::Debug;
+use std::ops::Range;
+
+/// How [`Backend::gate`] gates its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// `x ← silu(g) · x` (SwiGLU: `g` the gate projection, `x` the up projection).
+    Silu,
+    /// `x ← sigmoid(g) · x` (the attention output gate).
+    Sigmoid,
+}
+
+/// Shape facts of a linear layer's weights, whatever device holds them.
+pub trait LinearShape {
+    /// Output features (rows).
+    fn out_features(&self) -> usize;
+    /// Input features.
+    fn in_features(&self) -> usize;
+    /// Bytes of stored weights (what one pass reads).
+    fn weight_bytes(&self) -> usize;
+}
+
+impl LinearShape for edge_quant::linear::Linear {
+    fn out_features(&self) -> usize {
+        edge_quant::linear::Linear::out_features(self)
+    }
+    fn in_features(&self) -> usize {
+        edge_quant::linear::Linear::in_features(self)
+    }
+    fn weight_bytes(&self) -> usize {
+        edge_quant::linear::Linear::weight_bytes(self)
+    }
+}
+
+/// One sequence's share of a forward pass, as the layer operations see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpanPlan {
+    /// Its rows of the batch.
+    pub rows: Range<usize>,
+    /// The cache row (= position) of its first row; row `i` of the span is cache row
+    /// `first + i` and attends to cache rows `0..=first + i`.
+    pub first: usize,
+    /// Its pages, covering at least cache rows `0..first + rows.len()`.
+    pub pages: Vec<BlockId>,
+    /// Its recurrent-state slot.
+    pub slot: SlotId,
+}
+
+impl SpanPlan {
+    /// Rows in the span.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True for an empty span (never in a validated plan).
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// Everything the layer operations need to know about a batch besides its
+/// activations: where each row goes in the cache and whose state it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardPlan {
+    /// The spans, in row order.
+    pub spans: Vec<SpanPlan>,
+    /// The position of each row (RoPE).
+    pub positions: Vec<u32>,
+    /// Tokens per KV page.
+    pub block_size: usize,
+}
+
+impl ForwardPlan {
+    /// Rows of the batch.
+    pub fn tokens(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// The page and row within it where batch row `row` of `span` is cached.
+    pub fn kv_slot(&self, span: &SpanPlan, row: usize) -> (BlockId, usize) {
+        let r = span.first + row;
+        (span.pages[r / self.block_size], r % self.block_size)
+    }
+
+    /// The state slots of the spans, in order.
+    pub fn slots(&self) -> Vec<SlotId> {
+        self.spans.iter().map(|s| s.slot).collect()
+    }
+}
+
+/// The inputs of a Gated DeltaNet recurrence after the conv: head-major per span
+/// `q`, `k` (`[heads, rows, key_dim]`) and `v`; token-major `b`, `a` (β and decay
+/// logits, `[rows, value_heads]`) and `z` (`[rows, value_heads · value_dim]`).
+pub struct GdnInputs<'a, B: Backend> {
+    /// Queries, L2-normalised and scaled by `1/√key_dim`.
+    pub q: &'a B::Buf,
+    /// Keys, L2-normalised.
+    pub k: &'a B::Buf,
+    /// Values.
+    pub v: &'a B::Buf,
+    /// β logits.
+    pub b: &'a B::Buf,
+    /// Decay inputs.
+    pub a: &'a B::Buf,
+    /// Output gate.
+    pub z: &'a B::Buf,
+}
+
+/// A device the model runs on: buffers, weights in the device's form, cache memory,
+/// and the operations the layers are made of.
+///
+/// Buffers hold f32 activations, row-major. Operations do not check shapes beyond
+/// what would be unsafe: the layers call them with the shapes their weights fix at
+/// load time.
+pub trait Backend: Sized + Send {
+    /// An activation buffer on the device.
+    type Buf: Send + Sync;
+    /// A linear layer's weights on the device.
+    type Linear: LinearShape + Debug + Send + Sync;
+    /// A parameter vector (norm weights, conv taps, gate parameters) on the device.
+    type Vector: Debug + Send + Sync;
+    /// The token embedding table on the device.
+    type Embedding: Debug + Send + Sync;
+    /// Where the cache lives.
+    type Memory: CacheMemory;
+
+    /// Runs one forward pass of `tokens` rows (the CPU backend puts it on its worker
+    /// threads; a GPU backend would capture or launch it on its stream).
+    fn pass<R: Send>(&mut self, tokens: usize, f: impl FnOnce(&mut Self) -> R + Send) -> R;
+
+    /// A buffer of `len` values whose contents are unspecified.
+    fn alloc(&mut self, len: usize) -> Self::Buf;
+    /// Values a buffer holds.
+    fn buf_len(&self, buf: &Self::Buf) -> usize;
+    /// Gives a buffer back for reuse.
+    fn free(&mut self, buf: Self::Buf);
+    /// A buffer holding `values`.
+    fn upload(&mut self, values: &[f32]) -> Self::Buf;
+    /// The values of a buffer.
+    fn download(&mut self, buf: &Self::Buf) -> Vec<f32>;
+    /// Rows `rows` of the `width`-wide rows of `x`, in that order.
+    fn gather_rows(&mut self, x: &Self::Buf, width: usize, rows: &[usize]) -> Self::Buf;
+
+    /// Embeddings of `tokens` (ids already checked against the vocabulary).
+    fn embed(&mut self, table: &Self::Embedding, tokens: &[u32], out: &mut Self::Buf)
+    -> Result<()>;
+    /// `outs[i] = x · layers[i]ᵀ` for `rows` rows of `x`: layers that share an input
+    /// run as one pass over it.
+    fn linear(
+        &mut self,
+        layers: &[&Self::Linear],
+        x: &Self::Buf,
+        rows: usize,
+        outs: &mut [&mut Self::Buf],
+    ) -> Result<()>;
+    /// Zero-centred RMSNorm of each `weight`-wide row: `x · rsqrt(mean(x²) + eps) ·
+    /// (1 + w)`.
+    fn rms_norm(&mut self, x: &Self::Buf, weight: &Self::Vector, eps: f32, out: &mut Self::Buf);
+    /// `x += y`.
+    fn add(&mut self, x: &mut Self::Buf, y: &Self::Buf);
+    /// `x ← f(g) · x` element-wise.
+    fn gate(&mut self, gate: Gate, g: &Self::Buf, x: &mut Self::Buf);
+    /// Row `i` of `out` is row `i` of `a` followed by row `i` of `b` (both `width`
+    /// wide).
+    fn concat_rows(&mut self, a: &Self::Buf, b: &Self::Buf, width: usize, out: &mut Self::Buf);
+
+    /// Splits the interleaved query/gate projection `qg` into `q` and `gate`, and
+    /// applies the per-head q/k norms and partial RoPE at `positions` to `q` and `k`
+    /// (in place).
+    fn attention_inputs(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        qg: &Self::Buf,
+        k: &mut Self::Buf,
+        positions: &[u32],
+        q: &mut Self::Buf,
+        gate: &mut Self::Buf,
+    );
+    /// Records the largest |key| and |value| (FP8 KV calibration).
+    fn observe_kv(&mut self, observer: &KvObserver, k: &Self::Buf, v: &Self::Buf);
+    /// Stores each row's keys and values in its cache row.
+    fn store_kv(
+        &mut self,
+        kv: &mut <Self::Memory as CacheMemory>::Kv,
+        plan: &ForwardPlan,
+        k: &Self::Buf,
+        v: &Self::Buf,
+    );
+    /// Logits of `rows` rows of `x` through `lm_head`, on the host (`[rows, vocab]`).
+    fn logits(&mut self, lm_head: &Self::Linear, x: &Self::Buf, rows: usize) -> Result<Vec<f32>> {
+        let mut out = self.alloc(rows * lm_head.out_features());
+        self.linear(&[lm_head], x, rows, &mut [&mut out])?;
+        let host = self.download(&out);
+        self.free(out);
+        Ok(host)
+    }
+
+    /// Causal attention of each row's queries over its sequence's cached rows
+    /// (through the page table), `[rows, heads · head_dim]`.
+    fn attend(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        kv: &<Self::Memory as CacheMemory>::Kv,
+        plan: &ForwardPlan,
+        q: &Self::Buf,
+        out: &mut Self::Buf,
+    );
+
+    /// The Gated DeltaNet's causal conv + SiLU over each span's rows of `qkv`,
+    /// continuing and updating each span's conv window; writes head-major `q`, `k`
+    /// (L2-normalised, `q` scaled) and `v` per span.
+    #[allow(clippy::too_many_arguments)]
+    fn gdn_conv(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut <Self::Memory as CacheMemory>::Recurrent,
+        plan: &ForwardPlan,
+        qkv: &Self::Buf,
+        q: &mut Self::Buf,
+        k: &mut Self::Buf,
+        v: &mut Self::Buf,
+    );
+    /// The gates, the delta rule (carrying each span's recurrent state) and the gated
+    /// norm: `out` is `[rows, value_heads · value_dim]`, token-major.
+    fn gdn_recurrence(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut <Self::Memory as CacheMemory>::Recurrent,
+        plan: &ForwardPlan,
+        inputs: GdnInputs<'_, Self>,
+        out: &mut Self::Buf,
+    );
+}

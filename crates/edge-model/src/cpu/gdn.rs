@@ -1,0 +1,183 @@
+//! The CPU Gated DeltaNet kernels over a batch's spans: the causal conv (one task per
+//! q, k and v head of each span) and the recurrence (one task per value head of each
+//! span), each span carrying its own conv window and recurrent state.
+
+use super::conv::{ConvRange, conv_range};
+use super::delta_rule::{self, HeadInputs};
+use super::norm::{gated_rms_norm, l2_norm, sigmoid, softplus};
+use super::scratch::Scratch;
+use crate::backend::ForwardPlan;
+use crate::layers::gdn::GatedDeltaNet;
+use edge_core::par;
+use edge_kvcache::memory::HostRecurrent;
+use rayon::prelude::*;
+
+type Layer = GatedDeltaNet<super::Cpu>;
+
+/// Causal depthwise conv + SiLU over each span's rows of `qkv` (`[rows, channels]`),
+/// continuing from and updating its conv window (`[kernel − 1, channels]`, oldest
+/// first); writes per span head-major `q`, `k` (`[heads, rows, head_dim]`, L2-normalised,
+/// `q` scaled by `1/√dk`) and `v`.
+pub fn conv(
+    layer: &Layer,
+    state: &mut HostRecurrent,
+    plan: &ForwardPlan,
+    qkv: &[f32],
+    (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
+) {
+    let c = layer.channels();
+    let (hk, hv, dk, dv) = (
+        layer.key_heads,
+        layer.value_heads,
+        layer.key_dim,
+        layer.value_dim,
+    );
+    let mut slots = state.slots_mut(&plan.slots());
+    // Each head's output and channel range, in channel order: q, k, then v heads, for
+    // every span.
+    let mut ranges: Vec<(bool, usize, ConvRange<'_>)> =
+        Vec::with_capacity(plan.spans.len() * (2 * hk + hv));
+    let (mut q, mut k, mut v) = (q, k, v);
+    for (s, (span, (conv_state, _))) in plan.spans.iter().zip(slots.iter_mut()).enumerate() {
+        let n = span.len();
+        let (qs, qt) = std::mem::take(&mut q).split_at_mut(hk * n * dk);
+        let (ks, kt) = std::mem::take(&mut k).split_at_mut(hk * n * dk);
+        let (vs, vt) = std::mem::take(&mut v).split_at_mut(hv * n * dv);
+        (q, k, v) = (qt, kt, vt);
+        let outs = qs.chunks_mut(n * dk).map(|o| (true, o));
+        let outs = outs.chain(ks.chunks_mut(n * dk).map(|o| (true, o)));
+        let outs = outs.chain(vs.chunks_mut(n * dv).map(|o| (false, o)));
+        let first_range = ranges.len();
+        let mut first = 0;
+        for (normalise, out) in outs {
+            let width = out.len() / n;
+            ranges.push((
+                normalise,
+                s,
+                ConvRange {
+                    first,
+                    history: Vec::with_capacity(layer.kernel - 1),
+                    out,
+                },
+            ));
+            first += width;
+        }
+        for row in conv_state.chunks_exact_mut(c) {
+            let mut rest = row;
+            for (_, _, range) in &mut ranges[first_range..] {
+                let width = range.out.len() / n;
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(width);
+                range.history.push(mine);
+                rest = tail;
+            }
+        }
+    }
+    let q_scale = 1.0 / (dk as f32).sqrt();
+    par::for_each(ranges, |(normalise, s, mut range)| {
+        let span = &plan.spans[s];
+        let input = &qkv[span.rows.start * c..span.rows.end * c];
+        conv_range(input, span.len(), &layer.conv_taps, &mut range);
+        if normalise {
+            // Query ranges come first: scale those.
+            let scale = if range.first < hk * dk { q_scale } else { 1.0 };
+            for row in range.out.chunks_exact_mut(dk) {
+                l2_norm(row);
+                row.iter_mut().for_each(|e| *e *= scale);
+            }
+        }
+    });
+}
+
+/// The conv's outputs and the token-major gate inputs of a recurrence (see
+/// [`crate::backend::GdnInputs`]).
+pub struct Inputs<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub b: &'a [f32],
+    pub a: &'a [f32],
+    pub z: &'a [f32],
+}
+
+/// The delta rule per value head of each span (value head j reads key head
+/// j / (hv / hk)), then its gated norm; writes `[rows, hv · dv]` token-major to `out`.
+pub fn recurrence(
+    layer: &Layer,
+    state: &mut HostRecurrent,
+    plan: &ForwardPlan,
+    x: Inputs<'_>,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    let (hk, hv, dk, dv) = (
+        layer.key_heads,
+        layer.value_heads,
+        layer.key_dim,
+        layer.value_dim,
+    );
+    let group = hv / hk;
+    let t = plan.tokens();
+    // Each span's cores are head-major `[hv, rows, dv]`; for one-row spans that is
+    // already the token-major output.
+    let all_single = plan.spans.iter().all(|s| s.len() == 1);
+    let mut core = if all_single {
+        None
+    } else {
+        Some(scratch.take(hv * t * dv))
+    };
+    let target: &mut [f32] = match &mut core {
+        Some(c) => c,
+        None => out,
+    };
+    let mut slots = state.slots_mut(&plan.slots());
+    let mut items = Vec::with_capacity(plan.spans.len() * hv);
+    let mut rest = target;
+    for (span, (_, recurrent)) in plan.spans.iter().zip(slots.iter_mut()) {
+        let n = span.len();
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(hv * n * dv);
+        rest = tail;
+        let heads = mine.chunks_mut(n * dv).zip(recurrent.chunks_mut(dk * dv));
+        items.extend(heads.enumerate().map(|(j, (o, s))| (span, j, o, s)));
+    }
+    par::for_each(items, |(span, j, o, s)| {
+        let (r0, n) = (span.rows.start, span.len());
+        let kh = j / group;
+        let beta: Vec<f32> = (0..n).map(|t| sigmoid(x.b[(r0 + t) * hv + j])).collect();
+        let g: Vec<f32> = (0..n)
+            .map(|t| layer.neg_a[j] * softplus(x.a[(r0 + t) * hv + j] + layer.dt_bias[j]))
+            .collect();
+        let inp = HeadInputs {
+            q: &x.q[(r0 * hk + kh * n) * dk..][..n * dk],
+            k: &x.k[(r0 * hk + kh * n) * dk..][..n * dk],
+            v: &x.v[(r0 * hv + j * n) * dv..][..n * dv],
+            beta: &beta,
+            g: &g,
+            dk,
+            dv,
+        };
+        if n == 1 {
+            delta_rule::recurrent(&inp, s, o);
+        } else {
+            delta_rule::chunked(&inp, s, o);
+        }
+        for (t, row) in o.chunks_exact_mut(dv).enumerate() {
+            let zrow = &x.z[((r0 + t) * hv + j) * dv..][..dv];
+            gated_rms_norm(row, zrow, &layer.norm_weight, layer.eps);
+        }
+    });
+    // Back to token-major `[rows, hv, dv]`.
+    if let Some(core) = core {
+        let per_row: Vec<(usize, &mut [f32])> = out.chunks_mut(hv * dv).enumerate().collect();
+        per_row.into_par_iter().for_each(|(row, yt)| {
+            let span = (plan.spans.iter())
+                .find(|s| s.rows.contains(&row))
+                .expect("every row is in a span");
+            let (r0, n) = (span.rows.start, span.len());
+            let t = row - r0;
+            for (j, yd) in yt.chunks_exact_mut(dv).enumerate() {
+                yd.copy_from_slice(&core[(r0 * hv + j * n + t) * dv..][..dv]);
+            }
+        });
+        scratch.give(core);
+    }
+}

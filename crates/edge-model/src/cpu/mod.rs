@@ -1,0 +1,233 @@
+//! The CPU backend: the reference every other backend is tested against, and a
+//! usable runtime (runtime-dispatched AVX-512 / AVX2 / NEON kernels, rayon threads).
+
+mod attention;
+pub(crate) mod attention_block;
+mod conv;
+pub(crate) mod delta_rule;
+mod gdn;
+pub(crate) mod kv_rows;
+#[cfg(target_arch = "x86_64")]
+mod matmul_x86;
+pub(crate) mod norm;
+pub mod scratch;
+pub(crate) mod simd;
+
+pub use scratch::{Scratch, ScratchBuf};
+
+use crate::Result;
+use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs};
+use crate::layers::attention::{GatedAttention, KvObserver};
+use crate::layers::gdn::GatedDeltaNet;
+use crate::weights::Embedding;
+use edge_core::par;
+use edge_kvcache::HostMemory;
+use edge_kvcache::memory::{HostKv, HostRecurrent};
+use edge_quant::linear::Linear;
+
+/// The CPU backend. It owns the pool of work buffers its passes reuse ([`Scratch`]):
+/// keep one per thread of control (an engine, a session) so that decode steps
+/// allocate nothing.
+#[derive(Debug, Default)]
+pub struct Cpu {
+    scratch: Scratch,
+}
+
+impl Cpu {
+    /// A backend with an empty buffer pool.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A backend whose buffers come from `scratch` (e.g. [`Scratch::poisoned`] in
+    /// tests).
+    pub fn with_scratch(scratch: Scratch) -> Self {
+        Cpu { scratch }
+    }
+
+    /// The buffer pool.
+    pub fn scratch(&self) -> &Scratch {
+        &self.scratch
+    }
+}
+
+/// Forward passes of at most this many tokens (decode steps, short verification
+/// batches) run with a spinning team ([`par::spinning`]): their parallel regions are
+/// short enough that waking a sleeping rayon worker for each costs more than the other
+/// core spinning. Longer passes keep rayon, whose prompt loops (the bf16 GEMM, prompt
+/// attention) do not go through [`par::for_each`].
+const SPIN_MAX_TOKENS: usize = 4;
+
+/// Runs a forward pass of `tokens` tokens, `f`, on a rayon worker thread. A forward
+/// pass opens a few hundred parallel regions; started from a thread outside the pool,
+/// each would park the caller and wake a worker (two context switches per region,
+/// measured at ~15% of decode time on two cores). From a worker, regions run inline
+/// and only split work is stolen.
+fn on_worker<R: Send>(tokens: usize, f: impl FnOnce() -> R + Send) -> R {
+    let pass = || {
+        if tokens <= SPIN_MAX_TOKENS {
+            par::spinning(f)
+        } else {
+            f()
+        }
+    };
+    if rayon::current_thread_index().is_some() {
+        pass()
+    } else {
+        rayon::scope(|_| pass())
+    }
+}
+
+impl Backend for Cpu {
+    type Buf = ScratchBuf;
+    type Linear = Linear;
+    type Vector = Vec<f32>;
+    type Embedding = Embedding;
+    type Memory = HostMemory;
+
+    fn pass<R: Send>(&mut self, tokens: usize, f: impl FnOnce(&mut Self) -> R + Send) -> R {
+        on_worker(tokens, || f(self))
+    }
+
+    fn alloc(&mut self, len: usize) -> ScratchBuf {
+        self.scratch.take(len)
+    }
+
+    fn buf_len(&self, buf: &ScratchBuf) -> usize {
+        buf.len()
+    }
+
+    fn free(&mut self, buf: ScratchBuf) {
+        self.scratch.give(buf);
+    }
+
+    fn upload(&mut self, values: &[f32]) -> ScratchBuf {
+        let mut buf = self.scratch.take(values.len());
+        buf.copy_from_slice(values);
+        buf
+    }
+
+    fn download(&mut self, buf: &ScratchBuf) -> Vec<f32> {
+        buf.to_vec()
+    }
+
+    fn gather_rows(&mut self, x: &ScratchBuf, width: usize, rows: &[usize]) -> ScratchBuf {
+        let mut out = self.scratch.take(rows.len() * width);
+        for (o, &r) in out.chunks_exact_mut(width).zip(rows) {
+            o.copy_from_slice(&x[r * width..][..width]);
+        }
+        out
+    }
+
+    fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut ScratchBuf) -> Result<()> {
+        let h = out.len() / tokens.len().max(1);
+        for (row, &tok) in out.chunks_exact_mut(h).zip(tokens) {
+            table.lookup(tok, row)?;
+        }
+        Ok(())
+    }
+
+    fn linear(
+        &mut self,
+        layers: &[&Linear],
+        x: &ScratchBuf,
+        rows: usize,
+        outs: &mut [&mut ScratchBuf],
+    ) -> Result<()> {
+        if let ([layer], [out]) = (layers, &mut *outs) {
+            return Ok(layer.forward(x, rows, out)?);
+        }
+        let mut slices: Vec<&mut [f32]> = outs.iter_mut().map(|b| &mut ***b).collect();
+        Ok(Linear::forward_shared(layers, x, rows, &mut slices)?)
+    }
+
+    fn logits(&mut self, lm_head: &Linear, x: &ScratchBuf, rows: usize) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; rows * lm_head.out_features()];
+        lm_head.forward(x, rows, &mut out)?;
+        Ok(out)
+    }
+
+    fn rms_norm(&mut self, x: &ScratchBuf, weight: &Vec<f32>, eps: f32, out: &mut ScratchBuf) {
+        norm::rms_norm_zero_centred_into(x, weight, eps, out);
+    }
+
+    fn add(&mut self, x: &mut ScratchBuf, y: &ScratchBuf) {
+        norm::add_in_place(x, y);
+    }
+
+    fn gate(&mut self, gate: Gate, g: &ScratchBuf, x: &mut ScratchBuf) {
+        norm::gate_in_place(gate, g, x);
+    }
+
+    fn concat_rows(&mut self, a: &ScratchBuf, b: &ScratchBuf, width: usize, out: &mut ScratchBuf) {
+        let rows = out.chunks_exact_mut(2 * width);
+        for ((o, x), y) in rows.zip(a.chunks_exact(width)).zip(b.chunks_exact(width)) {
+            o[..width].copy_from_slice(x);
+            o[width..].copy_from_slice(y);
+        }
+    }
+
+    fn attention_inputs(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        qg: &ScratchBuf,
+        k: &mut ScratchBuf,
+        positions: &[u32],
+        q: &mut ScratchBuf,
+        gate: &mut ScratchBuf,
+    ) {
+        attention::prepare(layer, qg, k, positions, q, gate);
+    }
+
+    fn observe_kv(&mut self, observer: &KvObserver, k: &ScratchBuf, v: &ScratchBuf) {
+        observer.k.observe(k);
+        observer.v.observe(v);
+    }
+
+    fn store_kv(&mut self, kv: &mut HostKv, plan: &ForwardPlan, k: &ScratchBuf, v: &ScratchBuf) {
+        attention::store(kv, plan, k, v);
+    }
+
+    fn attend(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        kv: &HostKv,
+        plan: &ForwardPlan,
+        q: &ScratchBuf,
+        out: &mut ScratchBuf,
+    ) {
+        attention::attend(layer, kv, plan, q, out);
+    }
+
+    fn gdn_conv(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut HostRecurrent,
+        plan: &ForwardPlan,
+        qkv: &ScratchBuf,
+        q: &mut ScratchBuf,
+        k: &mut ScratchBuf,
+        v: &mut ScratchBuf,
+    ) {
+        gdn::conv(layer, state, plan, qkv, (q, k, v));
+    }
+
+    fn gdn_recurrence(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut HostRecurrent,
+        plan: &ForwardPlan,
+        x: GdnInputs<'_, Self>,
+        out: &mut ScratchBuf,
+    ) {
+        let inputs = gdn::Inputs {
+            q: x.q,
+            k: x.k,
+            v: x.v,
+            b: x.b,
+            a: x.a,
+            z: x.z,
+        };
+        gdn::recurrence(layer, state, plan, inputs, out, &mut self.scratch);
+    }
+}
