@@ -8,7 +8,9 @@ use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session};
 use std::path::PathBuf;
 
 fn dir(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
 }
 
 fn argmax(row: &[f32]) -> usize {
@@ -33,13 +35,22 @@ fn run(model: &Qwen35Model, prompt: &[u32], dtype: KvDType, steps: usize) -> (Ve
     (logits, greedy)
 }
 
-fn compare(name: &str, model: &Qwen35Model, prompt: &[u32], steps: usize) -> Vec<(f32, f64, f64, f64)> {
+fn compare(
+    name: &str,
+    model: &Qwen35Model,
+    prompt: &[u32],
+    steps: usize,
+) -> Vec<(f32, f64, f64, f64)> {
     let vocab = model.config().vocab_size;
     let (reference, want) = run(model, prompt, KvDType::F32, steps);
     let mut out = Vec::new();
     for dtype in [KvDType::Bf16, KvDType::Fp8E4M3] {
         let (got, greedy) = run(model, prompt, dtype, steps);
-        let max = got.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let max = got
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
         let rows = got.chunks_exact(vocab).zip(reference.chunks_exact(vocab));
         let (mut cos, mut top1) = (0.0, 0);
         for (a, b) in rows {
@@ -50,7 +61,8 @@ fn compare(name: &str, model: &Qwen35Model, prompt: &[u32], steps: usize) -> Vec
             top1 += usize::from(argmax(a) == argmax(b));
         }
         let n = prompt.len() as f64;
-        let agree = greedy.iter().zip(&want).take_while(|(a, b)| a == b).count() as f64 / steps as f64;
+        let agree =
+            greedy.iter().zip(&want).take_while(|(a, b)| a == b).count() as f64 / steps as f64;
         println!(
             "{name}, {dtype} pages vs f32: prompt logits max |Δ| {max:.2e}, mean cosine {:.6}, \
              top-1 {top1}/{}, greedy prefix {:.0}% of {steps}",
@@ -67,12 +79,23 @@ fn compare(name: &str, model: &Qwen35Model, prompt: &[u32], steps: usize) -> Vec
 fn reduced_precision_pages_stay_close_to_f32() {
     let prompt: Vec<u32> = (0..150).map(|i| (i * 37 % 250) as u32).collect();
     for (name, rel, mode) in [
-        ("f32 fixture", "tests/fixtures/qwen35-tiny-f32", ActivationMode::None),
-        ("NVFP4 fixture, W4A8", "tests/fixtures/qwen35-tiny-nvfp4", ActivationMode::Int8),
+        (
+            "f32 fixture",
+            "tests/fixtures/qwen35-tiny-f32",
+            ActivationMode::None,
+        ),
+        (
+            "NVFP4 fixture, W4A8",
+            "tests/fixtures/qwen35-tiny-nvfp4",
+            ActivationMode::Int8,
+        ),
     ] {
         let model = Qwen35Model::load(&dir(rel), mode).unwrap();
         for (max, cos, top1, _) in compare(name, &model, &prompt, 16) {
-            assert!(max < 0.5 && cos > 0.999 && top1 > 0.9, "{name}: {max} {cos} {top1}");
+            assert!(
+                max < 0.5 && cos > 0.999 && top1 > 0.9,
+                "{name}: {max} {cos} {top1}"
+            );
         }
     }
     // The trained demo model (its weights make sharper, more realistic attention than

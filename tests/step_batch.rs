@@ -22,7 +22,9 @@ fn cache(model: &Qwen35Model, block_size: usize) -> PagedCache<HostMemory> {
 }
 
 fn tokens(seed: u32, n: usize) -> Vec<u32> {
-    (0..n as u32).map(|i| (i * 31 + seed * 17 + 5) % 250).collect()
+    (0..n as u32)
+        .map(|i| (i * 31 + seed * 17 + 5) % 250)
+        .collect()
 }
 
 /// Three sequences' pieces, step by step: each step runs the listed (sequence,
@@ -114,7 +116,11 @@ fn page_size_changes_no_bit_and_rollback_is_exact() {
         // Roll the three decode steps back and run them again: the same bits.
         c.truncate(seq, 45).unwrap();
         c.restore_state(seq, &after_prompt).unwrap();
-        assert_eq!(decode(&mut c, &mut cpu), first, "rollback with {block}-token pages");
+        assert_eq!(
+            decode(&mut c, &mut cpu),
+            first,
+            "rollback with {block}-token pages"
+        );
         all.extend(first);
         assert_eq!(all.len(), 48 * vocab);
         all

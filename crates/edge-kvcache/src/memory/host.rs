@@ -150,6 +150,8 @@ pub struct HostKv {
     spec: AttentionLayerSpec,
     block_size: usize,
     dtype: KvDType,
+    /// Some stored value was NaN (sticky: pages are reused).
+    saw_nan: bool,
     keys: Arena,
     values: Arena,
 }
@@ -161,6 +163,7 @@ impl HostKv {
             spec,
             block_size,
             dtype,
+            saw_nan: false,
             keys: Arena::new(dtype, len),
             values: Arena::new(dtype, len),
         }
@@ -198,9 +201,17 @@ impl HostKv {
         self.values.run(page.index(), self.head_range(head, rows))
     }
 
+    /// Whether a NaN was ever stored in this layer's pages. Fast kernels that decode
+    /// FP8 rows without a NaN check (code 0x7F is NaN in E4M3, a number in the f16
+    /// they read it through) use this to fall back to an exact decode.
+    pub fn may_hold_nan(&self) -> bool {
+        self.saw_nan
+    }
+
     /// Stores one token's keys and values (`[kv_heads · head_dim]` each, head-major)
     /// at row `row` of `page`, encoded in the page's element type.
     pub fn write_row(&mut self, page: BlockId, row: usize, k: &[f32], v: &[f32]) {
+        self.saw_nan |= k.iter().chain(v).any(|x| x.is_nan());
         let d = self.spec.head_dim;
         for h in 0..self.spec.kv_heads {
             let at = self.head_range(h, row..row + 1).start;

@@ -196,8 +196,27 @@ fn gather_head(kv: &HostKv, pages: &[BlockId], head: usize, rows: usize) -> (Vec
     (keys, values)
 }
 
+/// See [`super::attend_decode`].
+pub(super) fn attend_decode(
+    qs: &[f32],
+    kv: &HostKv,
+    pages: &[BlockId],
+    head: usize,
+    visible: usize,
+    out: &mut [f32],
+) {
+    let d = kv.spec().head_dim;
+    let view = GroupView {
+        kv,
+        pages,
+        head,
+        visible,
+    };
+    attend_group(qs, &view, 1.0 / (d as f32).sqrt(), d, out);
+}
+
 /// One KV head of one sequence: its pages and the rows a one-row query sees.
-struct GroupView<'a> {
+pub(super) struct GroupView<'a> {
     kv: &'a HostKv,
     pages: &'a [BlockId],
     head: usize,
@@ -208,6 +227,24 @@ struct GroupView<'a> {
 /// in `qs` (`[heads, d]`), written to `out` (`[heads, d]`): each key and value row is
 /// read once for all of them.
 fn attend_group(qs: &[f32], kv: &GroupView, scale: f32, d: usize, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::decode_attention_x86::available() {
+        let group = super::decode_attention_x86::Group {
+            kv: kv.kv,
+            pages: kv.pages,
+            head: kv.head,
+            visible: kv.visible,
+        };
+        // SAFETY: `available()` checked the kernel's CPU features.
+        if unsafe { super::decode_attention_x86::attend(qs, &group, scale, out) } {
+            return;
+        }
+    }
+    attend_group_auto(qs, kv, scale, d, out);
+}
+
+/// [`attend_group`] in auto-vectorised loops (any head count and width, any CPU).
+fn attend_group_auto(qs: &[f32], kv: &GroupView, scale: f32, d: usize, out: &mut [f32]) {
     dispatch!(attend_portable, (qs: &[f32], kv: &GroupView, scale: f32, d: usize, out: &mut [f32]) {
         attend_group_body(qs, kv, scale, d, out)
     })
@@ -266,6 +303,83 @@ fn attend_group_body(qs: &[f32], g: &GroupView, scale: f32, d: usize, out: &mut 
 mod tests {
     use super::*;
     use edge_kvcache::{AttentionLayerSpec, CacheMemory, CacheSpec, HostMemory, KvDType};
+
+    /// The register-tiled x86 kernel against the auto-vectorised loops, for every page
+    /// format, head count and a few widths, rows and page sizes.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn tiled_kernel_matches_the_loops() {
+        if !super::super::decode_attention_x86::available() {
+            return;
+        }
+        let wave = |i: usize, f: f32| ((i as f32) * f).sin();
+        for dtype in [KvDType::F32, KvDType::Bf16, KvDType::Fp8E4M3] {
+            for (d, block, rows) in [(64usize, 4usize, 1usize), (128, 32, 77), (256, 16, 300)] {
+                let spec = CacheSpec {
+                    block_size: block,
+                    kv_dtype: dtype,
+                    attention: vec![AttentionLayerSpec {
+                        kv_heads: 2,
+                        head_dim: d,
+                        k_scale: 0.05,
+                        v_scale: 0.03,
+                    }],
+                    recurrent: vec![],
+                };
+                let mut mem = HostMemory::new(&spec).unwrap();
+                let pages: Vec<BlockId> = (0..rows.div_ceil(block))
+                    .map(|i| BlockId::new(2 * i + 1))
+                    .collect();
+                for &p in &pages {
+                    mem.materialize_page(p);
+                }
+                for s in 0..rows {
+                    let k: Vec<f32> = (0..2 * d)
+                        .map(|i| 3.0 * wave(s * 2 * d + i, 0.37))
+                        .collect();
+                    let v: Vec<f32> = (0..2 * d)
+                        .map(|i| 2.0 * wave(s * 2 * d + i, 0.91))
+                        .collect();
+                    mem.kv_mut(0).write_row(pages[s / block], s % block, &k, &v);
+                }
+                // A NaN key makes every output NaN, as the exact decode gives.
+                let mut nan_mem = HostMemory::new(&spec).unwrap();
+                nan_mem.materialize_page(BlockId::new(0));
+                let nan_row = vec![f32::NAN; 2 * d];
+                nan_mem
+                    .kv_mut(0)
+                    .write_row(BlockId::new(0), 0, &nan_row, &nan_row);
+                let nan_view = GroupView {
+                    kv: nan_mem.kv(0),
+                    pages: &[BlockId::new(0)],
+                    head: 1,
+                    visible: 1,
+                };
+                let mut out = vec![0.0; 4 * d];
+                attend_group(&vec![1.0; 4 * d], &nan_view, 0.125, d, &mut out);
+                assert!(out.iter().all(|x| x.is_nan()), "{dtype:?}");
+                for heads in 1..=8 {
+                    let qs: Vec<f32> = (0..heads * d).map(|i| wave(i, 1.3)).collect();
+                    let view = GroupView {
+                        kv: mem.kv(0),
+                        pages: &pages,
+                        head: 1,
+                        visible: rows,
+                    };
+                    let mut tiled = vec![f32::NAN; heads * d];
+                    attend_group(&qs, &view, 0.125, d, &mut tiled);
+                    let mut loops = vec![f32::NAN; heads * d];
+                    attend_group_auto(&qs, &view, 0.125, d, &mut loops);
+                    for (i, (a, b)) in tiled.iter().zip(&loops).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                            "{dtype:?} d={d} rows={rows} heads={heads} [{i}]: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// Query heads attended together over pages give each head's own attention
     /// exactly, and match a direct softmax computation over the stored rows.

@@ -4,6 +4,8 @@
 mod attention;
 pub(crate) mod attention_block;
 mod conv;
+#[cfg(target_arch = "x86_64")]
+mod decode_attention_x86;
 pub(crate) mod delta_rule;
 mod gdn;
 pub(crate) mod kv_rows;
@@ -14,6 +16,22 @@ pub mod scratch;
 pub(crate) mod simd;
 
 pub use scratch::{Scratch, ScratchBuf};
+
+/// Decode (one-row) attention: the query heads `qs` (`[heads, head_dim]`, the heads
+/// that share KV head `head`) over the first `visible` cached rows of that KV head in
+/// a sequence whose page table is `pages`, written to `out` (`[heads, head_dim]`),
+/// with scores scaled by `1/√head_dim`. The kernel a decode step runs per KV head
+/// (public for benchmarks and other callers).
+pub fn attend_decode(
+    qs: &[f32],
+    kv: &HostKv,
+    pages: &[edge_kvcache::BlockId],
+    head: usize,
+    visible: usize,
+    out: &mut [f32],
+) {
+    attention::attend_decode(qs, kv, pages, head, visible, out);
+}
 
 use crate::Result;
 use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs};
