@@ -7,6 +7,7 @@
 mod error;
 
 pub use error::{Result, RuntimeError};
+pub mod agentic;
 pub mod chat_template;
 pub mod engine;
 pub mod sampling;

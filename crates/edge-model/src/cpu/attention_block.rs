@@ -5,7 +5,7 @@
 use super::simd::{dispatch, matmul_acc, weight_exp};
 
 /// Queries per block: the score block is `visible keys × QUERY_BLOCK` floats.
-pub const QUERY_BLOCK: usize = 32;
+pub const QUERY_BLOCK: usize = 64;
 
 /// The cached keys/values one query head reads: row `s` of its KV head starts at
 /// `s * stride + offset`.
@@ -46,45 +46,60 @@ pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
 #[inline(always)]
 fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     let (q, q_stride, n_q, d, pos0, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.pos0, qs.scale);
-    let mut qt = vec![0.0f32; d * QUERY_BLOCK];
+    // Qᵀ and the scores always have QUERY_BLOCK columns: a short last block is padded
+    // with zero queries, so the score product runs on whole register blocks (its
+    // column-edge loop was a seventh of a long-context prompt chunk that ended in a
+    // short block); the padded columns are never read.
+    const QB: usize = QUERY_BLOCK;
+    let mut qt = vec![0.0f32; d * QB];
     let mut scores = Vec::new();
     for i0 in (0..n_q).step_by(QUERY_BLOCK) {
         let qb = QUERY_BLOCK.min(n_q - i0);
         // Positions 0..visible(i) are visible to query i of the block.
         let visible = |i: usize| pos0 + i0 + i + 1;
         let nk = visible(qb - 1);
-        // Qᵀ of the block, `[d, qb]`.
+        // Qᵀ of the block, `[d, QB]`.
+        if qb < QB {
+            qt.fill(0.0);
+        }
         for i in 0..qb {
             for (p, &x) in q[(i0 + i) * q_stride..][..d].iter().enumerate() {
-                qt[p * qb + i] = x;
+                qt[p * QB + i] = x;
             }
         }
-        // Sᵀ = K Qᵀ · scale, `[nk, qb]` (key-major, so both products read rows).
+        // Sᵀ = K Qᵀ · scale, `[nk, QB]` (key-major, so both products read rows).
         scores.clear();
-        scores.resize(nk * qb, 0.0);
+        scores.resize(nk * QB, 0.0);
         let keys = &kv.keys[kv.offset..];
-        matmul_acc::<QUERY_BLOCK>(
-            (nk, qb, d),
-            scale,
-            keys,
-            (kv.stride, 1),
-            &qt,
-            qb,
-            &mut scores,
-            qb,
-        );
-        // Column-wise causal softmax.
+        matmul_acc::<QB>((nk, QB, d), scale, keys, (kv.stride, 1), &qt, QB, &mut scores, QB);
+        // Column-wise causal softmax. Keys before `shared` are visible to every query
+        // of the block: their loops run over the columns without a mask, which
+        // vectorises (a mask test per element kept the whole softmax scalar, a quarter
+        // of a long-context prompt chunk). Only the last `qb − 1` rows are masked.
+        let shared = visible(0);
         let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
-        for (s, row) in scores.chunks_exact(qb).enumerate() {
+        let max = &mut max[..qb];
+        for row in scores[..shared * QB].chunks_exact(QB) {
+            for (m, &x) in max.iter_mut().zip(row) {
+                *m = if x > *m { x } else { *m };
+            }
+        }
+        for (s, row) in scores.chunks_exact(QB).enumerate().skip(shared) {
             for (i, (m, &x)) in max.iter_mut().zip(row).enumerate() {
-                if s < visible(i) {
-                    *m = m.max(x);
+                if s < visible(i) && x > *m {
+                    *m = x;
                 }
             }
         }
         let mut sum = [0.0f32; QUERY_BLOCK];
-        for (s, row) in scores.chunks_exact_mut(qb).enumerate() {
-            for (i, x) in row.iter_mut().enumerate() {
+        for row in scores[..shared * QB].chunks_exact_mut(QB) {
+            for ((x, &m), t) in row.iter_mut().zip(max.iter()).zip(sum.iter_mut()) {
+                *x = weight_exp(*x - m);
+                *t += *x;
+            }
+        }
+        for (s, row) in scores.chunks_exact_mut(QB).enumerate().skip(shared) {
+            for (i, x) in row[..qb].iter_mut().enumerate() {
                 *x = if s < visible(i) {
                     weight_exp(*x - max[i])
                 } else {
@@ -94,8 +109,8 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
             }
         }
         let inv = sum.map(|v| 1.0 / v);
-        for row in scores.chunks_exact_mut(qb) {
-            for (x, &r) in row.iter_mut().zip(&inv) {
+        for row in scores.chunks_exact_mut(QB) {
+            for (x, &r) in row[..qb].iter_mut().zip(&inv) {
                 *x *= r;
             }
         }
@@ -103,7 +118,7 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         let o = &mut out[i0 * d..][..qb * d];
         o.fill(0.0);
         let values = &kv.values[kv.offset..];
-        matmul_acc::<64>((qb, d, nk), 1.0, &scores, (1, qb), values, kv.stride, o, d);
+        matmul_acc::<64>((qb, d, nk), 1.0, &scores, (1, QB), values, kv.stride, o, d);
     }
 }
 

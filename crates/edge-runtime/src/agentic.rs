@@ -1,0 +1,163 @@
+//! Recorded agentic conversations in the MLCommons Edge Agentic JSONL format
+//! (`agentic_inference_dataset_schema.json`): one row per message with
+//! `conversation_id`, `turn` and `role`; `user` rows carry `content` (the first also
+//! `system` and `tools`), `assistant` rows `reasoning_content` and `tool_calls`, `tool`
+//! rows `tool_results`.
+//!
+//! A conversation is replayed as the MLPerf harness does: the request of each client
+//! turn (a user or tool row) is the system prompt, every recorded row before it and the
+//! turn's own rows, never the model's earlier output.
+
+use crate::{Result, RuntimeError};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// One recorded conversation.
+#[derive(Clone, Debug)]
+pub struct Trajectory {
+    /// `conversation_id`.
+    pub id: String,
+    /// The tools offered (OpenAI schemas), if any.
+    pub tools: Option<Value>,
+    /// Chat messages in order, the system prompt first when there is one; tool rows
+    /// become one `tool` message per result, tool-call arguments are JSON objects.
+    pub messages: Vec<Value>,
+    /// For each client turn, the number of messages its request holds.
+    pub request_ends: Vec<usize>,
+}
+
+impl Trajectory {
+    /// The messages of client turn `i`'s request (`i < request_ends.len()`).
+    pub fn request(&self, i: usize) -> &[Value] {
+        &self.messages[..self.request_ends[i]]
+    }
+}
+
+/// Reads every conversation of a JSONL file, in order of first appearance, rows
+/// sorted by `turn`.
+pub fn read_trajectories(path: &Path) -> Result<Vec<Trajectory>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        RuntimeError::InvalidRequest(format!("cannot read {}: {e}", path.display()))
+    })?;
+    let mut rows: Vec<(String, u64, Value)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |m: String| RuntimeError::InvalidRequest(format!("{}:{}: {m}", path.display(), i + 1));
+        let v: Value = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
+        let id = v["conversation_id"].as_str().ok_or_else(|| at("no conversation_id".into()))?;
+        let turn = v["turn"].as_u64().ok_or_else(|| at("no turn number".into()))?;
+        rows.push((id.to_string(), turn, v));
+    }
+    let mut order: Vec<String> = Vec::new();
+    for (id, _, _) in &rows {
+        if !order.contains(id) {
+            order.push(id.clone());
+        }
+    }
+    order
+        .into_iter()
+        .map(|id| {
+            let mut mine: Vec<&(String, u64, Value)> = rows.iter().filter(|r| r.0 == id).collect();
+            mine.sort_by_key(|r| r.1);
+            build(&id, mine.into_iter().map(|r| &r.2))
+        })
+        .collect()
+}
+
+fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajectory> {
+    let bad = |m: String| RuntimeError::InvalidRequest(format!("conversation {id}: {m}"));
+    let mut t = Trajectory {
+        id: id.to_string(),
+        tools: None,
+        messages: Vec::new(),
+        request_ends: Vec::new(),
+    };
+    for row in rows {
+        if let Some(system) = row.get("system").and_then(Value::as_str) {
+            if t.messages.is_empty() {
+                t.messages.push(json!({"role": "system", "content": system}));
+            }
+        }
+        if t.tools.is_none() {
+            t.tools = row.get("tools").filter(|v| v.is_array()).cloned();
+        }
+        match row["role"].as_str() {
+            Some("user") => {
+                let content = row["content"].as_str().ok_or_else(|| bad("user row without content".into()))?;
+                t.messages.push(json!({"role": "user", "content": content}));
+                t.request_ends.push(t.messages.len());
+            }
+            Some("assistant") => t.messages.push(assistant(row).map_err(bad)?),
+            Some("tool") => {
+                let results = row["tool_results"].as_array().ok_or_else(|| bad("tool row without tool_results".into()))?;
+                for r in results {
+                    t.messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": r["tool_call_id"],
+                        "content": r["content"].as_str().unwrap_or_default(),
+                    }));
+                }
+                t.request_ends.push(t.messages.len());
+            }
+            other => return Err(bad(format!("unknown role {other:?}"))),
+        }
+    }
+    Ok(t)
+}
+
+/// An assistant row as a chat message, its tool calls' JSON-string arguments parsed.
+fn assistant(row: &Value) -> std::result::Result<Value, String> {
+    let mut m = json!({"role": "assistant"});
+    for key in ["content", "reasoning_content"] {
+        if let Some(s) = row.get(key).filter(|v| v.is_string()) {
+            m[key] = s.clone();
+        }
+    }
+    if let Some(calls) = row.get("tool_calls").and_then(Value::as_array) {
+        let calls = calls
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                if let Some(args) = c["function"]["arguments"].as_str() {
+                    c["function"]["arguments"] = serde_json::from_str(args)
+                        .map_err(|e| format!("tool-call arguments are not JSON: {e}"))?;
+                }
+                Ok(c)
+            })
+            .collect::<std::result::Result<Vec<_>, String>>()?;
+        m["tool_calls"] = Value::Array(calls);
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_become_requests_of_the_recorded_history() {
+        let dir = std::env::temp_dir().join(format!("edge-agentic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.jsonl");
+        let rows = [
+            r#"{"conversation_id":"a","turn":2,"role":"assistant","reasoning_content":"look","tool_calls":[{"id":"c0","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]}"#,
+            r#"{"conversation_id":"a","turn":1,"role":"user","content":"fix it","system":"be brief","tools":[{"type":"function","function":{"name":"bash"}}]}"#,
+            r#"{"conversation_id":"a","turn":3,"role":"tool","tool_results":[{"tool_call_id":"c0","content":"x.py"}]}"#,
+            r#"{"conversation_id":"b","turn":1,"role":"user","content":"hi"}"#,
+        ];
+        std::fs::write(&path, rows.join("\n")).unwrap();
+        let t = read_trajectories(&path).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(t.len(), 2);
+        let a = &t[0];
+        assert_eq!(a.id, "a");
+        assert_eq!(a.request_ends, vec![2, 4]);
+        assert_eq!(a.request(0)[0]["role"], "system");
+        assert_eq!(a.messages[2]["tool_calls"][0]["function"]["arguments"]["command"], "ls");
+        assert_eq!(a.messages[3]["role"], "tool");
+        assert!(a.tools.is_some());
+        assert_eq!(t[1].request(0).len(), 1);
+    }
+}
