@@ -54,10 +54,15 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = Args::parse();
-    let dir = a.model.clone().unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/demo"));
+    let dir = a
+        .model
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models/demo"));
     let model = Qwen35Model::load(&dir, a.act_quant)?;
     let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
-    let template = ChatTemplate::from_tokenizer_config(&std::fs::read_to_string(dir.join("tokenizer_config.json"))?)?;
+    let template = ChatTemplate::from_tokenizer_config(&std::fs::read_to_string(
+        dir.join("tokenizer_config.json"),
+    )?)?;
     let stop_tokens = model.config().eos_token_ids.clone();
     let config = EngineConfig {
         cache: CacheConfig {
@@ -117,7 +122,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.hot_cache_ratio(),
         usage.entries,
         usage.snapshots,
-        (usage.pages_in_use + usage.pages_free) / engine.model().cache_spec(32, a.kv_dtype).block_bytes().max(1),
+        (usage.pages_in_use + usage.pages_free)
+            / engine
+                .model()
+                .cache_spec(32, a.kv_dtype)
+                .block_bytes()
+                .max(1),
         usage.pages_in_use + usage.pages_free,
         cache_stats.evictions,
         start.elapsed().as_secs_f64()

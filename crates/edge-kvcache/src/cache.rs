@@ -116,6 +116,8 @@ pub struct CacheUsage {
     pub pages_free: usize,
     /// Recurrent-state slots of live sequences.
     pub state_slots: usize,
+    /// Slots kept allocated for reuse.
+    pub slots_free: usize,
     /// Snapshots' states, logits and hidden rows.
     pub snapshots: usize,
     /// Bytes live sequences hold or have reserved (never evicted).
@@ -129,7 +131,7 @@ pub struct CacheUsage {
 impl CacheUsage {
     /// Everything allocated.
     pub fn total(&self) -> usize {
-        self.pages_in_use + self.pages_free + self.state_slots + self.snapshots
+        self.pages_in_use + self.pages_free + self.state_slots + self.slots_free + self.snapshots
     }
 }
 
@@ -232,6 +234,7 @@ impl<M: CacheMemory> PagedCache<M> {
             pages_in_use: self.pages.in_use() * bb,
             pages_free: self.pages.free_materialized() * bb,
             state_slots: self.slots.live() * self.spec.state_bytes(),
+            slots_free: self.slots.free_materialized() * self.spec.state_bytes(),
             snapshots: self.snapshot_bytes,
             pinned: self.pinned(),
             sequences: self.seqs.iter().flatten().count(),
@@ -241,7 +244,7 @@ impl<M: CacheMemory> PagedCache<M> {
 
     fn used(&self) -> usize {
         self.pages.materialized() * self.spec.block_bytes()
-            + self.slots.live() * self.spec.state_bytes()
+            + self.slots.materialized() * self.spec.state_bytes()
             + self.snapshot_bytes
     }
 
@@ -289,12 +292,21 @@ impl<M: CacheMemory> PagedCache<M> {
         if self.pinned() + needed > self.config.budget_bytes {
             return Err(self.over_budget(needed));
         }
-        let state = self.spec.state_bytes();
-        if !self.make_room(state) {
-            return Err(self.over_budget(state));
-        }
-        let slot = self.slots.take();
-        self.memory.materialize_slot(slot);
+        let slot = match self.slots.take_materialized() {
+            Some(slot) => {
+                self.memory.clear_state(slot);
+                slot
+            }
+            None => {
+                let state = self.spec.state_bytes();
+                if !self.make_room(state) {
+                    return Err(self.over_budget(state));
+                }
+                let slot = self.slots.take_bare();
+                self.memory.materialize_slot(slot);
+                slot
+            }
+        };
         let s = Sequence {
             pages: Vec::new(),
             len: 0,
@@ -319,7 +331,6 @@ impl<M: CacheMemory> PagedCache<M> {
         for p in s.pages {
             self.unref_page(p);
         }
-        self.memory.drop_slot(s.slot);
         self.slots.give(s.slot);
         Ok(())
     }
@@ -385,18 +396,26 @@ impl<M: CacheMemory> PagedCache<M> {
                 self.memory.materialize_page(p);
                 return Ok(p);
             }
+            if let Some(s) = self.slots.strip_free() {
+                self.memory.drop_slot(s);
+                continue;
+            }
             if !self.evict_one() {
                 return Err(self.over_budget(bb));
             }
         }
     }
 
-    /// Frees memory until `bytes` more fit: unused page storage first, then the least
-    /// recently used snapshots. False if even that is not enough.
+    /// Frees memory until `bytes` more fit: unused page and slot storage first, then the
+    /// least recently used snapshots. False if even that is not enough.
     fn make_room(&mut self, bytes: usize) -> bool {
         while self.used() + bytes > self.config.budget_bytes {
             if let Some(p) = self.pages.strip_free() {
                 self.memory.drop_page(p);
+                continue;
+            }
+            if let Some(s) = self.slots.strip_free() {
+                self.memory.drop_slot(s);
                 continue;
             }
             if !self.evict_one() {

@@ -76,27 +76,54 @@ impl PagePool {
     }
 }
 
-/// State slot ids (a slot has storage exactly while a sequence owns it).
+/// State slot ids. A free slot either keeps its storage (reused first: allocating a
+/// slot's tens of megabytes afresh page-faults them in, about as long as a short
+/// prefill) or has none.
 #[derive(Debug, Default)]
 pub(crate) struct SlotPool {
     next: usize,
-    free: Vec<SlotId>,
+    free_materialized: Vec<SlotId>,
+    free_bare: Vec<SlotId>,
 }
 
 impl SlotPool {
-    pub fn take(&mut self) -> SlotId {
-        self.free.pop().unwrap_or_else(|| {
+    /// A free slot with storage, if any.
+    pub fn take_materialized(&mut self) -> Option<SlotId> {
+        self.free_materialized.pop()
+    }
+
+    /// A slot without storage (a new id if none is free); the caller gives it storage.
+    pub fn take_bare(&mut self) -> SlotId {
+        self.free_bare.pop().unwrap_or_else(|| {
             self.next += 1;
             SlotId::new(self.next - 1)
         })
     }
 
+    /// Returns a slot, keeping its storage.
     pub fn give(&mut self, slot: SlotId) {
-        self.free.push(slot);
+        self.free_materialized.push(slot);
+    }
+
+    /// A free slot with storage, moved to the bare list: the caller drops its storage.
+    pub fn strip_free(&mut self) -> Option<SlotId> {
+        let s = self.free_materialized.pop()?;
+        self.free_bare.push(s);
+        Some(s)
     }
 
     /// Slots owned by sequences.
     pub fn live(&self) -> usize {
-        self.next - self.free.len()
+        self.next - self.free_materialized.len() - self.free_bare.len()
+    }
+
+    /// Slots with storage, owned or free.
+    pub fn materialized(&self) -> usize {
+        self.next - self.free_bare.len()
+    }
+
+    /// Free slots that keep their storage.
+    pub fn free_materialized(&self) -> usize {
+        self.free_materialized.len()
     }
 }

@@ -316,3 +316,36 @@ fn fp8_and_bf16_pages_take_one_and_two_bytes() {
         assert_eq!(cache.usage().pages_in_use, 2 * 2 * 2 * 2 * 8 * 2 * bytes);
     }
 }
+
+#[test]
+fn a_reused_state_slot_starts_zeroed_and_free_slots_count_in_the_budget() {
+    let mut s = spec();
+    s.block_size = 4;
+    let config = CacheConfig {
+        block_size: 4,
+        kv_dtype: KvDType::F32,
+        budget_bytes: 8 * s.block_bytes() + 2 * s.state_bytes(),
+        prefix_cache: true,
+    };
+    let mut cache = PagedCache::<HostMemory>::new(spec(), config).unwrap();
+    let a = cache.new_sequence(4).unwrap();
+    let slot = cache.sequence(a).unwrap().slot;
+    cache.memory_mut().recurrent_mut(0).slots_mut(&[slot])[0]
+        .1
+        .fill(5.0);
+    cache.release(a).unwrap();
+    assert_eq!(cache.usage().slots_free, s.state_bytes());
+    let b = cache.new_sequence(4).unwrap();
+    let slot = cache.sequence(b).unwrap().slot;
+    assert!(
+        cache.memory_mut().recurrent_mut(0).slots_mut(&[slot])[0]
+            .1
+            .iter()
+            .all(|&x| x == 0.0)
+    );
+    cache.release(b).unwrap();
+    // Pages need the room a free slot keeps: it is given up for them.
+    let c = cache.new_sequence(28).unwrap();
+    cache.prepare_rows(c, 0..32).unwrap();
+    assert!(cache.usage().total() <= cache.usage().budget);
+}

@@ -44,10 +44,15 @@ pub fn read_trajectories(path: &Path) -> Result<Vec<Trajectory>> {
         if line.trim().is_empty() {
             continue;
         }
-        let at = |m: String| RuntimeError::InvalidRequest(format!("{}:{}: {m}", path.display(), i + 1));
+        let at =
+            |m: String| RuntimeError::InvalidRequest(format!("{}:{}: {m}", path.display(), i + 1));
         let v: Value = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
-        let id = v["conversation_id"].as_str().ok_or_else(|| at("no conversation_id".into()))?;
-        let turn = v["turn"].as_u64().ok_or_else(|| at("no turn number".into()))?;
+        let id = v["conversation_id"]
+            .as_str()
+            .ok_or_else(|| at("no conversation_id".into()))?;
+        let turn = v["turn"]
+            .as_u64()
+            .ok_or_else(|| at("no turn number".into()))?;
         rows.push((id.to_string(), turn, v));
     }
     let mut order: Vec<String> = Vec::new();
@@ -77,7 +82,8 @@ fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajecto
     for row in rows {
         if let Some(system) = row.get("system").and_then(Value::as_str) {
             if t.messages.is_empty() {
-                t.messages.push(json!({"role": "system", "content": system}));
+                t.messages
+                    .push(json!({"role": "system", "content": system}));
             }
         }
         if t.tools.is_none() {
@@ -85,13 +91,17 @@ fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajecto
         }
         match row["role"].as_str() {
             Some("user") => {
-                let content = row["content"].as_str().ok_or_else(|| bad("user row without content".into()))?;
+                let content = row["content"]
+                    .as_str()
+                    .ok_or_else(|| bad("user row without content".into()))?;
                 t.messages.push(json!({"role": "user", "content": content}));
                 t.request_ends.push(t.messages.len());
             }
             Some("assistant") => t.messages.push(assistant(row).map_err(bad)?),
             Some("tool") => {
-                let results = row["tool_results"].as_array().ok_or_else(|| bad("tool row without tool_results".into()))?;
+                let results = row["tool_results"]
+                    .as_array()
+                    .ok_or_else(|| bad("tool row without tool_results".into()))?;
                 for r in results {
                     t.messages.push(json!({
                         "role": "tool",
@@ -155,7 +165,10 @@ mod tests {
         assert_eq!(a.id, "a");
         assert_eq!(a.request_ends, vec![2, 4]);
         assert_eq!(a.request(0)[0]["role"], "system");
-        assert_eq!(a.messages[2]["tool_calls"][0]["function"]["arguments"]["command"], "ls");
+        assert_eq!(
+            a.messages[2]["tool_calls"][0]["function"]["arguments"]["command"],
+            "ls"
+        );
         assert_eq!(a.messages[3]["role"], "tool");
         assert!(a.tools.is_some());
         assert_eq!(t[1].request(0).len(), 1);

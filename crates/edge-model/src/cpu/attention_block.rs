@@ -71,7 +71,16 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         scores.clear();
         scores.resize(nk * QB, 0.0);
         let keys = &kv.keys[kv.offset..];
-        matmul_acc::<QB>((nk, QB, d), scale, keys, (kv.stride, 1), &qt, QB, &mut scores, QB);
+        matmul_acc::<QB>(
+            (nk, QB, d),
+            scale,
+            keys,
+            (kv.stride, 1),
+            &qt,
+            QB,
+            &mut scores,
+            QB,
+        );
         // Column-wise causal softmax. Keys before `shared` are visible to every query
         // of the block: their loops run over the columns without a mask, which
         // vectorises (a mask test per element kept the whole softmax scalar, a quarter
