@@ -80,11 +80,11 @@ fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajecto
         request_ends: Vec::new(),
     };
     for row in rows {
-        if let Some(system) = row.get("system").and_then(Value::as_str) {
-            if t.messages.is_empty() {
-                t.messages
-                    .push(json!({"role": "system", "content": system}));
-            }
+        if let Some(system) = row.get("system").and_then(Value::as_str)
+            && t.messages.is_empty()
+        {
+            t.messages
+                .push(json!({"role": "system", "content": system}));
         }
         if t.tools.is_none() {
             t.tools = row.get("tools").filter(|v| v.is_array()).cloned();
