@@ -26,12 +26,7 @@ pub fn conv(
     (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
     let c = layer.channels();
-    let (hk, hv, dk, dv) = (
-        layer.key_heads,
-        layer.value_heads,
-        layer.key_dim,
-        layer.value_dim,
-    );
+    let (hk, hv, dk, dv) = layer.dims();
     let mut slots = state.slots_mut(&plan.slots());
     // Each head's output and channel range, in channel order: q, k, then v heads, for
     // every span.
@@ -109,12 +104,7 @@ pub fn recurrence(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    let (hk, hv, dk, dv) = (
-        layer.key_heads,
-        layer.value_heads,
-        layer.key_dim,
-        layer.value_dim,
-    );
+    let (hk, hv, dk, dv) = layer.dims();
     let group = hv / hk;
     let t = plan.tokens();
     // Each span's cores are head-major `[hv, rows, dv]`; for one-row spans that is

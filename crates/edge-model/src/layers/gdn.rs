@@ -54,6 +54,16 @@ pub fn conv_taps_from_checkpoint(weight: &[f32], channels: usize, kernel: usize)
 }
 
 impl<B: Backend> GatedDeltaNet<B> {
+    /// `(key_heads, value_heads, key_dim, value_dim)`.
+    pub fn dims(&self) -> (usize, usize, usize, usize) {
+        (
+            self.key_heads,
+            self.value_heads,
+            self.key_dim,
+            self.value_dim,
+        )
+    }
+
     /// Conv channels: the q, k and v heads side by side.
     pub fn channels(&self) -> usize {
         2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
@@ -71,12 +81,7 @@ impl<B: Backend> GatedDeltaNet<B> {
         out: &mut B::Buf,
     ) -> Result<()> {
         let t = plan.tokens();
-        let (hk, hv, dk, dv) = (
-            self.key_heads,
-            self.value_heads,
-            self.key_dim,
-            self.value_dim,
-        );
+        let (hk, hv, dk, dv) = self.dims();
         let mut qkv = be.alloc(t * self.channels());
         let mut z = be.alloc(t * hv * dv);
         let mut b = be.alloc(t * hv);
