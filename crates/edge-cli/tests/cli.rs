@@ -254,3 +254,93 @@ fn nvfp4_demo_copy_answers_with_a_tool_call() {
         assert!(text.contains("<function=bash>"), "{act}: {text}");
     }
 }
+
+/// Runs `edge-llm generate --requests <lines>` with `extra` flags; returns the exit
+/// status, the parsed stdout lines and stderr.
+fn run_requests(lines: &[&str], extra: &[&str]) -> (bool, Vec<serde_json::Value>, String) {
+    let dir = std::env::temp_dir().join(format!("edge-cli-requests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("turns-{}.jsonl", lines.len() * 31 + extra.len()));
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let o = bin()
+        .args(["generate", "--requests"])
+        .arg(&path)
+        .args(extra)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).ok();
+    let out = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        o.status.success(),
+        out,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `generate --requests`: one engine for every line, so repeated and branching prompts
+/// come from the prefix cache; a bad line is an error naming it, after the lines before
+/// it printed their results; `--no-prefix-cache` turns reuse off.
+#[test]
+fn requests_file_reuses_prefixes_and_names_a_bad_line() {
+    let model = fixture("qwen35-tiny-f32");
+    let lines = [
+        r#"{"prompt_ids": [1, 2, 3, 4, 5, 6, 7, 8], "max_new_tokens": 3, "reuse_points": [5]}"#,
+        r#"{"prompt_ids": [1, 2, 3, 4, 5, 6, 7, 8], "max_new_tokens": 3, "reuse_points": [5]}"#,
+        r#"{"prompt_ids": [1, 2, 3, 4, 5, 9, 9], "max_new_tokens": 2, "reuse_points": [5]}"#,
+        "",
+        r#"{"prompt_ids": [1, 2, 999999]}"#,
+        r#"{"prompt_ids": [3, 4]}"#,
+    ];
+    let (ok, out, err) = run_requests(&lines, &["--model", &model]);
+    assert!(
+        !ok && err.contains("line 5") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert_eq!(
+        (
+            out[0]["prompt_tokens"].as_u64(),
+            out[0]["cached_tokens"].as_u64()
+        ),
+        (Some(8), Some(0))
+    );
+    assert_eq!(
+        out[1]["cached_tokens"], 8,
+        "a repeated prompt is served whole"
+    );
+    assert_eq!(out[1]["tokens"], out[0]["tokens"]);
+    assert_eq!(out[2]["cached_tokens"], 5, "a branch after the reuse point");
+    assert_eq!(out[2]["line"], 3);
+    let (_, out, _) = run_requests(&lines, &["--model", &model, "--no-prefix-cache"]);
+    assert_eq!(out.len(), 3);
+    assert!(out.iter().all(|v| v["cached_tokens"] == 0), "{out:?}");
+    assert_eq!(out[1]["tokens"], out[0]["tokens"]);
+    for bad in [
+        r#"{"prompt_ids": "1,2"}"#,
+        r#"{"prompt": 5}"#,
+        "not json",
+        r#"{"prompt_ids": [1], "tempo": 1}"#,
+    ] {
+        let (ok, _, err) = run_requests(&[bad], &["--model", &model]);
+        assert!(
+            !ok && err.contains("line 1") && !err.contains("panicked"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+/// Text prompts in a requests file go through the chat template with their message ends
+/// marked: the same question again is served from the cache, FP8 pages included.
+#[test]
+fn requests_file_text_prompts_reuse_through_the_chat_template() {
+    let line = r#"{"prompt": "List the Python files", "max_new_tokens": 4}"#;
+    let (ok, out, err) = run_requests(&[line, line], &["--kv-dtype", "fp8"]);
+    assert!(ok, "{err}");
+    assert_eq!(out[0]["cached_tokens"], 0);
+    assert_eq!(out[1]["cached_tokens"], out[1]["prompt_tokens"]);
+    assert_eq!(out[0]["text"], out[1]["text"]);
+    assert!(err.contains("cached"), "the summary line: {err}");
+}
