@@ -118,16 +118,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.requests,
         s.prompt_tokens,
         s.cached_tokens,
-        s.prefilled_tokens,
+        s.prefilled_tokens(),
         s.hot_cache_ratio(),
         usage.entries,
         usage.snapshots,
         (usage.pages_in_use + usage.pages_free)
             / engine
                 .model()
-                .cache_spec(32, a.kv_dtype)
-                .block_bytes()
-                .max(1),
+                .cache_spec(&engine.config().cache)
+                .block_bytes(),
         usage.pages_in_use + usage.pages_free,
         cache_stats.evictions,
         start.elapsed().as_secs_f64()
@@ -135,7 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(path) = &a.report {
         let report = serde_json::json!({
             "requests": s.requests, "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
-            "prefilled_tokens": s.prefilled_tokens, "hot_cache_ratio": s.hot_cache_ratio(),
+            "prefilled_tokens": s.prefilled_tokens(), "hot_cache_ratio": s.hot_cache_ratio(),
             "snapshot_bytes": usage.snapshots, "snapshots": usage.entries,
             "page_bytes": usage.pages_in_use + usage.pages_free, "evictions": cache_stats.evictions,
             "snapshots_taken": cache_stats.snapshots, "conversations": per_conversation,

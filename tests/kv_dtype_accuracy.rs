@@ -4,17 +4,13 @@
 //! loose enough to hold everywhere, tight enough to catch a broken page format).
 
 use edge_kvcache::{CacheConfig, KvDType};
-use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session};
+use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session, argmax};
 use std::path::PathBuf;
 
 fn dir(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .join(rel)
-}
-
-fn argmax(row: &[f32]) -> usize {
-    (0..row.len()).fold(0, |b, i| if row[i] > row[b] { i } else { b })
 }
 
 /// Prompt logits (all rows) and `steps` greedy tokens with `dtype` pages.
@@ -26,10 +22,10 @@ fn run(model: &Qwen35Model, prompt: &[u32], dtype: KvDType, steps: usize) -> (Ve
     let mut s = Session::new(model, config).unwrap();
     let vocab = model.config().vocab_size;
     let logits = s.forward(prompt, LogitRows::All).unwrap().logits;
-    let mut tok = argmax(&logits[(prompt.len() - 1) * vocab..]) as u32;
+    let mut tok = argmax(&logits[(prompt.len() - 1) * vocab..]);
     let mut greedy = vec![tok];
     while greedy.len() < steps {
-        tok = argmax(&s.forward(&[tok], LogitRows::Last).unwrap().logits) as u32;
+        tok = argmax(&s.forward(&[tok], LogitRows::Last).unwrap().logits);
         greedy.push(tok);
     }
     (logits, greedy)

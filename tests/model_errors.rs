@@ -213,12 +213,12 @@ fn bad_requests_leave_state_untouched() {
 fn a_budget_too_small_is_a_typed_error_that_changes_nothing() {
     let d = make("budget");
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
-    let spec = m.cache_spec(4, edge_kvcache::KvDType::F32);
-    let config = CacheConfig {
+    let mut config = CacheConfig {
         block_size: 4,
-        budget_bytes: 3 * spec.block_bytes() + spec.state_bytes(),
         ..CacheConfig::default()
     };
+    let spec = m.cache_spec(&config);
+    config.budget_bytes = 3 * spec.block_bytes() + spec.state_bytes();
     let mut session = Session::new(&m, config).unwrap();
     session.forward(&[1, 2, 3, 4, 5], LogitRows::Last).unwrap();
     let seq = session.sequence();

@@ -26,8 +26,7 @@ fn run(m: &Qwen35Model, mut backend: impl FnMut(usize) -> Cpu) -> Vec<Vec<f32>> 
         block_size: 16,
         ..CacheConfig::default()
     };
-    let mut cache =
-        PagedCache::<HostMemory>::new(m.cache_spec(16, config.kv_dtype), config).unwrap();
+    let mut cache = PagedCache::<HostMemory>::new(m.cache_spec(&config), config).unwrap();
     let seq = cache.new_sequence(100).unwrap();
     let mut kept = backend(0);
     let batch = StepBatch::single(seq, &prompt, 0, LogitRows::All);

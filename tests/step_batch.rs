@@ -18,7 +18,7 @@ fn cache(model: &Qwen35Model, block_size: usize) -> PagedCache<HostMemory> {
         kv_dtype: KvDType::F32,
         ..CacheConfig::default()
     };
-    PagedCache::new(model.cache_spec(block_size, KvDType::F32), config).unwrap()
+    PagedCache::new(model.cache_spec(&config), config).unwrap()
 }
 
 fn tokens(seed: u32, n: usize) -> Vec<u32> {

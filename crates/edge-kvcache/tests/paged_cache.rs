@@ -13,10 +13,11 @@ use proptest::prelude::*;
 
 const LAYERS: usize = 2;
 
-fn spec() -> CacheSpec {
+/// The layers of the test cache, with `config`'s page size and format.
+fn spec_for(config: &CacheConfig) -> CacheSpec {
     CacheSpec {
-        block_size: 0,
-        kv_dtype: KvDType::F32,
+        block_size: config.block_size,
+        kv_dtype: config.kv_dtype,
         attention: vec![
             AttentionLayerSpec {
                 kv_heads: 2,
@@ -28,6 +29,31 @@ fn spec() -> CacheSpec {
         ],
         recurrent: vec![RecurrentLayerSpec { conv: 1, state: 2 }],
     }
+}
+
+/// A configuration of `block_size`-token `dtype` pages whose budget `budget` gives
+/// from the test layers' sizes.
+fn sized(
+    block_size: usize,
+    kv_dtype: KvDType,
+    budget: impl Fn(&CacheSpec) -> usize,
+) -> CacheConfig {
+    let mut config = CacheConfig {
+        block_size,
+        kv_dtype,
+        budget_bytes: 0,
+        prefix_cache: true,
+    };
+    config.budget_bytes = budget(&spec_for(&config));
+    config
+}
+
+#[test]
+fn a_spec_of_other_pages_than_the_configuration_is_an_error() {
+    let config = sized(4, KvDType::F32, |_| 1 << 20);
+    let other = sized(8, KvDType::Fp8E4M3, |_| 1 << 20);
+    let err = PagedCache::<HostMemory>::new(spec_for(&other), config).unwrap_err();
+    assert!(matches!(err, KvCacheError::Config(_)), "{err}");
 }
 
 /// What row `pos` holding `token` stores in layer `layer`: keys and values, 2 heads of 2.
@@ -168,17 +194,11 @@ fn family(f: usize) -> Vec<u32> {
 }
 
 fn run(block_size: usize, budget_blocks: usize, ops: Vec<Op>) {
-    let s = spec();
-    let mut probe = s.clone();
-    probe.block_size = block_size;
-    let config = CacheConfig {
-        block_size,
-        kv_dtype: KvDType::F32,
-        budget_bytes: budget_blocks * probe.block_bytes() + 3 * probe.state_bytes(),
-        prefix_cache: true,
-    };
+    let config = sized(block_size, KvDType::F32, |s| {
+        budget_blocks * s.block_bytes() + 3 * s.state_bytes()
+    });
     let mut h = Harness {
-        cache: PagedCache::new(s, config).unwrap(),
+        cache: PagedCache::new(spec_for(&config), config).unwrap(),
         live: Vec::new(),
     };
     for op in ops {
@@ -279,15 +299,8 @@ proptest! {
 
 #[test]
 fn over_budget_errors_name_the_sizes() {
-    let mut s = spec();
-    s.block_size = 4;
-    let config = CacheConfig {
-        block_size: 4,
-        kv_dtype: KvDType::F32,
-        budget_bytes: 3 * s.block_bytes() + s.state_bytes(),
-        prefix_cache: true,
-    };
-    let mut cache = PagedCache::<HostMemory>::new(spec(), config).unwrap();
+    let config = sized(4, KvDType::F32, |s| 3 * s.block_bytes() + s.state_bytes());
+    let mut cache = PagedCache::<HostMemory>::new(spec_for(&config), config).unwrap();
     let err = cache.new_sequence(100).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, KvCacheError::OverBudget { .. }), "{text}");
@@ -303,13 +316,8 @@ fn over_budget_errors_name_the_sizes() {
 #[test]
 fn fp8_and_bf16_pages_take_one_and_two_bytes() {
     for (dtype, bytes) in [(KvDType::F32, 4), (KvDType::Bf16, 2), (KvDType::Fp8E4M3, 1)] {
-        let config = CacheConfig {
-            block_size: 8,
-            kv_dtype: dtype,
-            budget_bytes: 1 << 20,
-            prefix_cache: true,
-        };
-        let mut cache = PagedCache::<HostMemory>::new(spec(), config).unwrap();
+        let config = sized(8, dtype, |_| 1 << 20);
+        let mut cache = PagedCache::<HostMemory>::new(spec_for(&config), config).unwrap();
         let seq = cache.new_sequence(16).unwrap();
         cache.prepare_rows(seq, 0..16).unwrap();
         // 2 pages × 2 layers × (keys + values) × 2 heads × 8 rows × 2 wide.
@@ -319,15 +327,11 @@ fn fp8_and_bf16_pages_take_one_and_two_bytes() {
 
 #[test]
 fn a_reused_state_slot_starts_zeroed_and_free_slots_count_in_the_budget() {
-    let mut s = spec();
-    s.block_size = 4;
-    let config = CacheConfig {
-        block_size: 4,
-        kv_dtype: KvDType::F32,
-        budget_bytes: 8 * s.block_bytes() + 2 * s.state_bytes(),
-        prefix_cache: true,
-    };
-    let mut cache = PagedCache::<HostMemory>::new(spec(), config).unwrap();
+    let config = sized(4, KvDType::F32, |s| {
+        8 * s.block_bytes() + 2 * s.state_bytes()
+    });
+    let s = spec_for(&config);
+    let mut cache = PagedCache::<HostMemory>::new(s.clone(), config).unwrap();
     let a = cache.new_sequence(4).unwrap();
     let slot = cache.sequence(a).unwrap().slot;
     cache.memory_mut().recurrent_mut(0).slots_mut(&[slot])[0]

@@ -34,7 +34,7 @@ pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};
 pub use cpu::{Cpu, Scratch, ScratchBuf};
 pub use error::{ModelError, Result};
-pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput};
+pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput, argmax};
 pub use mtp::MtpHead;
 pub use session::Session;
 pub use weights::{ActivationMode, Embedding, LoadOptions};

@@ -11,7 +11,7 @@ use crate::layers::mlp::Mlp;
 use crate::mtp::MtpHead;
 use crate::{ModelError, Result};
 use edge_kvcache::{
-    AttentionLayerSpec, CacheMemory, CacheSpec, KvDType, RecurrentLayerSpec, SequenceCache,
+    AttentionLayerSpec, CacheConfig, CacheMemory, CacheSpec, RecurrentLayerSpec, SequenceCache,
 };
 
 /// A layer's token mixer.
@@ -84,6 +84,18 @@ pub struct StepOutput<B: Backend = Cpu> {
     pub hidden: B::Buf,
 }
 
+/// Index of the largest logit of a row (the first one on ties; NaN never wins): greedy
+/// decoding, and the choices speculation verifies.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] || logits[best].is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
 /// The loaded model, its weights in backend `B`'s form.
 #[derive(Debug)]
 pub struct Qwen35Model<B: Backend = Cpu> {
@@ -129,10 +141,10 @@ impl<B: Backend> Qwen35Model<B> {
         self.mtp.as_ref()
     }
 
-    /// What a cache for this model holds, with `block_size`-token pages of `kv_dtype`:
-    /// every attention layer (the MTP head's last, when there is one) with its FP8
-    /// scales, and every Gated DeltaNet layer's conv window and state.
-    pub fn cache_spec(&self, block_size: usize, kv_dtype: KvDType) -> CacheSpec {
+    /// What a cache for this model holds, with the page size and element type of
+    /// `config`: every attention layer (the MTP head's last, when there is one) with its
+    /// FP8 scales, and every Gated DeltaNet layer's conv window and state.
+    pub fn cache_spec(&self, config: &CacheConfig) -> CacheSpec {
         let c = &self.config;
         let attention_spec = |a: &GatedAttention<B>| AttentionLayerSpec {
             kv_heads: a.kv_heads,
@@ -157,8 +169,8 @@ impl<B: Backend> Qwen35Model<B> {
             attention.push(attention_spec(m.attention()));
         }
         CacheSpec {
-            block_size,
-            kv_dtype,
+            block_size: config.block_size,
+            kv_dtype: config.kv_dtype,
             attention,
             recurrent,
         }

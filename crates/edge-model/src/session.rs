@@ -33,7 +33,7 @@ impl<'m, B: Backend> Session<'m, B> {
         backend: B,
         config: CacheConfig,
     ) -> Result<Self> {
-        let spec = model.cache_spec(config.block_size, config.kv_dtype);
+        let spec = model.cache_spec(&config);
         let mut cache = PagedCache::new(spec, config)?;
         let seq = cache.new_sequence(0)?;
         Ok(Session {

@@ -117,16 +117,7 @@ impl Sampler {
     }
 }
 
-/// Index of the largest logit (the first one on ties; NaN never wins).
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] || logits[best].is_nan() {
-            best = i;
-        }
-    }
-    best as u32
-}
+pub use edge_model::argmax;
 
 #[cfg(test)]
 mod tests {

@@ -95,14 +95,16 @@ fn setup() -> impl Strategy<Value = Setup> {
 }
 
 fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
-    let spec = model.cache_spec(s.block_size, s.dtype);
+    let mut cache = CacheConfig {
+        block_size: s.block_size,
+        kv_dtype: s.dtype,
+        budget_bytes: 0,
+        prefix_cache,
+    };
+    let spec = model.cache_spec(&cache);
+    cache.budget_bytes = s.budget_blocks * spec.block_bytes() + 4 * spec.state_bytes() + 4096;
     let config = EngineConfig {
-        cache: CacheConfig {
-            block_size: s.block_size,
-            kv_dtype: s.dtype,
-            budget_bytes: s.budget_blocks * spec.block_bytes() + 4 * spec.state_bytes() + 4096,
-            prefix_cache,
-        },
+        cache,
         prefill_chunk: s.chunk,
         snapshot_stride: s.stride,
         reuse: ReusePolicy::Exact,

@@ -10,7 +10,7 @@
 
 use crate::{Result, SpecError};
 use edge_kvcache::{PagedCache, SeqId, SequenceCache};
-use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch};
+use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch, argmax};
 use std::time::Instant;
 
 /// Speculation settings.
@@ -55,16 +55,6 @@ impl SpecStats {
             (self.accepted + self.verify_forwards) as f64 / self.verify_forwards as f64
         }
     }
-}
-
-fn argmax(row: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in row.iter().enumerate() {
-        if v > row[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
 
 /// Rows the head still has to run before the next draft: target hidden states paired

@@ -95,15 +95,15 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         })
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
+    let mut config = a.engine.config(model.mtp().is_some());
+    config.cache.prefix_cache = false;
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
     // attention layers' rows up to the step's position (the MTP head's are not read).
-    let mut spec = model.cache_spec(a.engine.block_size, a.engine.kv_dtype);
+    let mut spec = model.cache_spec(&config.cache);
     let mtp_layers = usize::from(model.mtp().is_some());
     spec.attention.truncate(spec.attention.len() - mtp_layers);
     let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
     let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
-    let mut config = a.engine.config(model.mtp().is_some());
-    config.cache.prefix_cache = false;
     let mut engine = Engine::new(Arc::new(model), config)?;
     let request = GenerateRequest {
         prompt,

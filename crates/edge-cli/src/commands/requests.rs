@@ -119,7 +119,7 @@ pub fn run(
         s.prompt_tokens,
         s.cached_tokens,
         100.0 * s.hot_cache_ratio(),
-        s.prefilled_tokens,
+        s.prefilled_tokens(),
         usage.entries,
         usage.pages_in_use + usage.pages_free,
         usage.snapshots,

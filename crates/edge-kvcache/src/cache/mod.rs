@@ -58,11 +58,16 @@ pub struct PagedCache<M: CacheMemory> {
 }
 
 impl<M: CacheMemory> PagedCache<M> {
-    /// An empty cache for a model whose layers `spec` describes (its block size and
-    /// dtype are taken from `config`).
-    pub fn new(mut spec: CacheSpec, config: CacheConfig) -> Result<Self> {
-        spec.block_size = config.block_size;
-        spec.kv_dtype = config.kv_dtype;
+    /// An empty cache for a model whose layers `spec` describes. The spec's page size
+    /// and element type must be `config`'s (a model's `cache_spec(&config)` gives such a
+    /// spec); a mismatch is a [`KvCacheError::Config`] error.
+    pub fn new(spec: CacheSpec, config: CacheConfig) -> Result<Self> {
+        if (spec.block_size, spec.kv_dtype) != (config.block_size, config.kv_dtype) {
+            return Err(KvCacheError::Config(format!(
+                "the spec describes {}-token {} pages, the configuration {}-token {} pages",
+                spec.block_size, spec.kv_dtype, config.block_size, config.kv_dtype
+            )));
+        }
         spec.validate()?;
         let floor = spec.block_bytes() + spec.state_bytes();
         if config.budget_bytes < floor {

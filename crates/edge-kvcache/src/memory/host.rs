@@ -52,12 +52,16 @@ impl<T: Copy + Default> Pages<T> {
     }
 
     fn copy_prefix(&mut self, from: usize, to: usize, heads: usize, run: usize, used: usize) {
-        let src: Vec<T> = self.get(from).to_vec();
-        let dst = self.get_mut(to);
+        // Take the destination out for the copy, so both pages are borrowed at once.
+        let mut dst = self.pages[to]
+            .take()
+            .expect("a page the cache handed out has storage");
+        let src = self.get(from);
         for h in 0..heads {
             let r = h * run..h * run + used;
             dst[r.clone()].copy_from_slice(&src[r]);
         }
+        self.pages[to] = Some(dst);
     }
 }
 

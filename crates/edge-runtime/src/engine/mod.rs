@@ -112,7 +112,7 @@ impl<B: Backend> Engine<B> {
                 "speculation needs a model with an MTP head (mtp.* tensors)".into(),
             ));
         }
-        let spec = model.cache_spec(config.cache.block_size, config.cache.kv_dtype);
+        let spec = model.cache_spec(&config.cache);
         let cache = PagedCache::new(spec, config.cache)?;
         Ok(Engine {
             model,
@@ -186,7 +186,6 @@ impl<B: Backend> Engine<B> {
         self.stats.requests += 1;
         self.stats.prompt_tokens += out.prompt_tokens as u64;
         self.stats.cached_tokens += out.cached_tokens as u64;
-        self.stats.prefilled_tokens += out.prefilled_tokens() as u64;
         self.stats.generated_tokens += out.tokens.len() as u64;
         Ok(out)
     }

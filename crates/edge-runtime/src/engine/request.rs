@@ -93,13 +93,16 @@ pub struct EngineStats {
     pub prompt_tokens: u64,
     /// Prompt tokens restored from the prefix cache.
     pub cached_tokens: u64,
-    /// Prompt tokens prefilled.
-    pub prefilled_tokens: u64,
     /// Tokens generated.
     pub generated_tokens: u64,
 }
 
 impl EngineStats {
+    /// Prompt tokens that ran through the model.
+    pub fn prefilled_tokens(&self) -> u64 {
+        self.prompt_tokens - self.cached_tokens
+    }
+
     /// Cached prompt tokens over all prompt tokens (0 before any request).
     pub fn hot_cache_ratio(&self) -> f64 {
         if self.prompt_tokens == 0 {
