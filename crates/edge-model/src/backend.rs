@@ -57,6 +57,43 @@ pub struct SpanPlan {
     pub pages: Vec<BlockId>,
     /// Its recurrent-state slot.
     pub slot: SlotId,
+    /// For a token tree: where its rows are stored and what they see (`first` is then
+    /// the committed end, and every row also sees the rows before it).
+    pub tree: Option<TreePlan>,
+}
+
+/// A token-tree span's layout as the operations see it (see
+/// [`crate::TreeLayout`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreePlan {
+    /// Per row: its cache row as an offset from the committed end.
+    pub slots: Vec<u32>,
+    /// Per row: the offsets past the committed end that its attention sees.
+    pub visible: Vec<u64>,
+    /// Per row: its parent row within the span (`None` for a root, whose recurrent
+    /// inputs continue the committed state).
+    pub parents: Vec<Option<u32>>,
+}
+
+impl TreePlan {
+    /// Cache rows past the committed end that the tree touches.
+    pub fn extent(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|&s| s as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Row `row`'s path from its root, root first.
+    pub fn path(&self, row: usize) -> Vec<usize> {
+        let mut path = vec![row];
+        while let Some(p) = self.parents[*path.last().expect("non-empty")] {
+            path.push(p as usize);
+        }
+        path.reverse();
+        path
+    }
 }
 
 impl SpanPlan {
@@ -91,8 +128,21 @@ impl ForwardPlan {
 
     /// The page and row within it where batch row `row` of `span` is cached.
     pub fn kv_slot(&self, span: &SpanPlan, row: usize) -> (BlockId, usize) {
-        let r = span.first + row;
+        let offset = match &span.tree {
+            Some(tree) => tree.slots[row] as usize,
+            None => row,
+        };
+        self.cache_slot(span, span.first + offset)
+    }
+
+    /// The page and row within it of cache row `r` of `span`'s sequence.
+    pub fn cache_slot(&self, span: &SpanPlan, r: usize) -> (BlockId, usize) {
         (span.pages[r / self.block_size], r % self.block_size)
+    }
+
+    /// True when some span is a token tree.
+    pub fn has_trees(&self) -> bool {
+        self.spans.iter().any(|s| s.tree.is_some())
     }
 
     /// The state slots of the spans, in order.
@@ -117,6 +167,19 @@ pub struct GdnInputs<'a, B: Backend> {
     pub a: &'a B::Buf,
     /// Output gate.
     pub z: &'a B::Buf,
+}
+
+/// What a Gated DeltaNet layer keeps of a pass with token trees, so that committing an
+/// accepted path advances its conv window and state without re-running the path's
+/// forward: the pre-conv `[rows, channels]` projections and the `[rows, value_heads]`
+/// β and decay inputs of every row of the batch.
+pub struct GdnKept<B: Backend> {
+    /// Pre-conv q/k/v projections.
+    pub qkv: B::Buf,
+    /// β logits.
+    pub b: B::Buf,
+    /// Decay inputs.
+    pub a: B::Buf,
 }
 
 /// A device the model runs on: buffers, weights in the device's form, cache memory,
@@ -199,6 +262,15 @@ pub trait Backend: Sized + Send {
         k: &Self::Buf,
         v: &Self::Buf,
     );
+    /// Copies cached rows `(from, to)` of `span`'s sequence, in order (tree
+    /// speculation's commit gathering accepted rows into place).
+    fn copy_kv_rows(
+        &mut self,
+        kv: &mut <Self::Memory as CacheMemory>::Kv,
+        plan: &ForwardPlan,
+        span: &SpanPlan,
+        moves: &[(usize, usize)],
+    );
     /// Logits of `rows` rows of `x` through `lm_head`, on the host (`[rows, vocab]`).
     fn logits(&mut self, lm_head: &Self::Linear, x: &Self::Buf, rows: usize) -> Result<Vec<f32>> {
         let mut out = self.alloc(rows * lm_head.out_features());
@@ -221,7 +293,8 @@ pub trait Backend: Sized + Send {
 
     /// The Gated DeltaNet's causal conv + SiLU over each span's rows of `qkv`,
     /// continuing and updating each span's conv window; writes head-major `q`, `k`
-    /// (L2-normalised, `q` scaled) and `v` per span.
+    /// (L2-normalised, `q` scaled) and `v` per span. A tree span's rows each take
+    /// their window along their ancestor path and leave the window unchanged.
     #[allow(clippy::too_many_arguments)]
     fn gdn_conv(
         &mut self,
@@ -234,7 +307,9 @@ pub trait Backend: Sized + Send {
         v: &mut Self::Buf,
     );
     /// The gates, the delta rule (carrying each span's recurrent state) and the gated
-    /// norm: `out` is `[rows, value_heads · value_dim]`, token-major.
+    /// norm: `out` is `[rows, value_heads · value_dim]`, token-major. A tree span's
+    /// rows each continue the committed state along their ancestor path, one token
+    /// step at a time as decoding would, and leave the state unchanged.
     fn gdn_recurrence(
         &mut self,
         layer: &GatedDeltaNet<Self>,
@@ -242,5 +317,16 @@ pub trait Backend: Sized + Send {
         plan: &ForwardPlan,
         inputs: GdnInputs<'_, Self>,
         out: &mut Self::Buf,
+    );
+    /// Advances `span`'s conv window and recurrent state along `path` (rows of the
+    /// span, root first, each the child of the one before) from what `kept` holds:
+    /// the accepted path of a token tree, one token step at a time.
+    fn gdn_commit(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut <Self::Memory as CacheMemory>::Recurrent,
+        span: &SpanPlan,
+        kept: &GdnKept<Self>,
+        path: &[usize],
     );
 }

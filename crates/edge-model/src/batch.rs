@@ -2,6 +2,7 @@
 
 use crate::{ModelError, Result};
 use edge_kvcache::SeqId;
+use std::ops::Range;
 
 /// The rows of a batch that belong to one sequence: consecutive rows, whose keys and
 /// values go to consecutive cache rows starting at the position of the first.
@@ -12,6 +13,27 @@ pub struct SeqSpan {
     /// Rows of the batch it takes.
     pub len: usize,
 }
+
+/// Where the rows of a token-tree span go and what their attention sees, besides the
+/// sequence's committed rows (which every row sees).
+///
+/// A tree span is provisional: its rows are stored at cache rows `base + slot` past the
+/// committed end `base`, and the sequence's length and recurrent state do not change
+/// until [`crate::Qwen35Model::commit_tree`] keeps an accepted path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeLayout {
+    /// The sequence's committed length when the tree runs: offsets count from here.
+    pub base: usize,
+    /// Per row: the cache row it is stored at, as an offset from the committed end.
+    pub slots: Vec<u32>,
+    /// Per row: the offsets its attention sees (bit `j`: cache row `base + j`),
+    /// including its own slot.
+    pub visible: Vec<u64>,
+}
+
+/// The most rows past a sequence's committed end that a tree span may use (a
+/// [`TreeLayout::visible`] mask has one bit per offset).
+pub const MAX_TREE_ROWS: usize = 64;
 
 /// Which rows of a span need logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,9 +50,11 @@ pub enum LogitRows {
 /// explicit position, and the rows that need logits.
 ///
 /// Positions are the single source of truth for RoPE; a span's rows are stored at
-/// cache rows `p, p + 1, …` from the position `p` of its first row. Tree parents are
-/// the hook of tree speculation: here every span is a causal chain (each row's parent
-/// is the row before it), which is what [`StepBatch::push`] builds.
+/// cache rows `p, p + 1, …` from the position `p` of its first row. A span is either a
+/// causal chain ([`StepBatch::push`]: each row's parent is the row before it) or a
+/// token tree ([`StepBatch::push_tree`], [`StepBatch::push_tree_rows`]): rows with
+/// explicit parents, stored provisionally past the committed end (see
+/// [`TreeLayout`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StepBatch {
     tokens: Vec<u32>,
@@ -38,6 +62,8 @@ pub struct StepBatch {
     spans: Vec<SeqSpan>,
     /// Per row, the row of the same span it follows (`None` for a span's first row).
     parents: Vec<Option<u32>>,
+    /// Per span, its tree layout (`None` for a chain).
+    trees: Vec<Option<TreeLayout>>,
     logit_rows: Vec<usize>,
 }
 
@@ -48,6 +74,8 @@ impl StepBatch {
     }
 
     /// A batch of one sequence's `tokens` from position `first`.
+    ///
+    /// Mismatched lengths in the tree constructors are cut to the shorter input.
     pub fn single(seq: SeqId, tokens: &[u32], first: usize, logits: LogitRows) -> Self {
         let mut b = Self::new();
         b.push(seq, tokens, first, logits);
@@ -57,21 +85,80 @@ impl StepBatch {
     /// Appends a span: `tokens` of `seq` at positions `first, first + 1, …`, as a
     /// causal chain.
     pub fn push(&mut self, seq: SeqId, tokens: &[u32], first: usize, logits: LogitRows) {
-        let start = self.tokens.len();
         self.tokens.extend_from_slice(tokens);
         self.positions
             .extend((0..tokens.len()).map(|i| (first + i) as u32));
         self.parents
             .extend((0..tokens.len()).map(|i| i.checked_sub(1).map(|p| p as u32)));
-        self.spans.push(SeqSpan {
-            seq,
-            len: tokens.len(),
-        });
+        self.add_span(seq, tokens.len(), None, logits);
+    }
+
+    /// Appends a token tree of `seq` whose root continues its committed rows at `base`:
+    /// `parents[i]` is row `i`'s parent within the span (`None` for a root, else an
+    /// earlier row). Row `i` sits at position `base + depth(i)`, is stored at cache row
+    /// `base + i` and attends to the committed rows and its ancestors. Shape errors
+    /// (a parent that is not earlier, more than [`MAX_TREE_ROWS`] rows) are reported by
+    /// the forward pass.
+    pub fn push_tree(
+        &mut self,
+        seq: SeqId,
+        tokens: &[u32],
+        parents: &[Option<u32>],
+        base: usize,
+        logits: LogitRows,
+    ) {
+        let n = tokens.len().min(parents.len());
+        let mut depth = vec![0u32; n];
+        let mut visible = vec![0u64; n];
+        for i in 0..n {
+            let own = if i < MAX_TREE_ROWS { 1u64 << i } else { 0 };
+            match parents[i].map(|p| p as usize).filter(|&p| p < i) {
+                Some(p) => {
+                    depth[i] = depth[p] + 1;
+                    visible[i] = visible[p] | own;
+                }
+                None => visible[i] = own,
+            }
+        }
+        self.tokens.extend_from_slice(&tokens[..n]);
+        self.positions
+            .extend(depth.iter().map(|&d| base as u32 + d));
+        self.parents.extend_from_slice(&parents[..n]);
+        let layout = TreeLayout {
+            base,
+            slots: (0..n as u32).collect(),
+            visible,
+        };
+        self.add_span(seq, n, Some(layout), logits);
+    }
+
+    /// Appends tree rows of `seq` with an explicit layout: row `i` at `positions[i]`,
+    /// stored at cache row `layout.base + layout.slots[i]` and seeing the committed rows plus
+    /// `layout.visible[i]`. Rows have no parents within the batch, so only a model part
+    /// without recurrent layers (the MTP head, drafting level by level) runs them.
+    pub fn push_tree_rows(
+        &mut self,
+        seq: SeqId,
+        tokens: &[u32],
+        positions: &[u32],
+        layout: TreeLayout,
+        logits: LogitRows,
+    ) {
+        self.tokens.extend_from_slice(tokens);
+        self.positions.extend_from_slice(positions);
+        self.parents.extend(tokens.iter().map(|_| None));
+        self.add_span(seq, tokens.len(), Some(layout), logits);
+    }
+
+    fn add_span(&mut self, seq: SeqId, len: usize, tree: Option<TreeLayout>, logits: LogitRows) {
+        let start = self.tokens.len() - len;
+        self.spans.push(SeqSpan { seq, len });
+        self.trees.push(tree);
         match logits {
             LogitRows::None => {}
-            LogitRows::Last if !tokens.is_empty() => self.logit_rows.push(start + tokens.len() - 1),
+            LogitRows::Last if len > 0 => self.logit_rows.push(start + len - 1),
             LogitRows::Last => {}
-            LogitRows::All => self.logit_rows.extend(start..start + tokens.len()),
+            LogitRows::All => self.logit_rows.extend(start..start + len),
         }
     }
 
@@ -95,6 +182,16 @@ impl StepBatch {
         &self.parents
     }
 
+    /// Span `i`'s tree layout (`None` for a chain).
+    pub fn tree(&self, i: usize) -> Option<&TreeLayout> {
+        self.trees.get(i).and_then(|t| t.as_ref())
+    }
+
+    /// True when some span is a tree.
+    pub fn has_trees(&self) -> bool {
+        self.trees.iter().any(Option::is_some)
+    }
+
     /// Rows whose logits the pass returns, ascending.
     pub fn logit_rows(&self) -> &[usize] {
         &self.logit_rows
@@ -111,9 +208,11 @@ impl StepBatch {
     }
 
     /// Checks everything that does not need the cache: ids in the vocabulary,
-    /// positions in the context, spans non-empty and of distinct sequences, chain
-    /// parents and positions.
-    pub(crate) fn validate(&self, vocab: usize, context: usize) -> Result<()> {
+    /// positions in the context, spans non-empty and of distinct sequences, chains at
+    /// consecutive positions, and tree layouts. With `recurrent` (the pass has
+    /// recurrent layers, which follow parents while attention follows the masks), a
+    /// tree's masks must be exactly its parent structure.
+    pub(crate) fn validate(&self, vocab: usize, context: usize, recurrent: bool) -> Result<()> {
         if self.tokens.is_empty() {
             return Err(ModelError::InvalidInput("no tokens to run".into()));
         }
@@ -133,25 +232,94 @@ impl StepBatch {
                     span.seq
                 )));
             }
-            let first = self.positions[row] as usize;
-            let end = first + span.len;
-            if end > context {
-                return Err(ModelError::InvalidInput(format!(
-                    "{} tokens from position {first} would reach position {end}, past the \
-                     context of {context}",
-                    span.len
-                )));
-            }
-            for j in 0..span.len {
-                let chain = self.parents[row + j] == j.checked_sub(1).map(|p| p as u32);
-                if !chain || self.positions[row + j] as usize != first + j {
-                    return Err(ModelError::InvalidInput(format!(
-                        "span {i}, row {j}: only causal chains at consecutive positions \
-                         run here (tree batches need tree speculation's verifier)"
-                    )));
-                }
+            let rows = row..row + span.len;
+            match &self.trees[i] {
+                None => self.validate_chain(i, rows, context)?,
+                Some(tree) => self.validate_tree(i, rows, tree, context, recurrent)?,
             }
             row += span.len;
+        }
+        Ok(())
+    }
+
+    fn validate_chain(&self, i: usize, rows: Range<usize>, context: usize) -> Result<()> {
+        let first = self.positions[rows.start] as usize;
+        let end = first + rows.len();
+        if end > context {
+            return Err(ModelError::InvalidInput(format!(
+                "{} tokens from position {first} would reach position {end}, past the \
+                 context of {context}",
+                rows.len()
+            )));
+        }
+        for (j, r) in rows.enumerate() {
+            let chain = self.parents[r] == j.checked_sub(1).map(|p| p as u32);
+            if !chain || self.positions[r] as usize != first + j {
+                return Err(ModelError::InvalidInput(format!(
+                    "span {i}, row {j}: a chain's rows follow each other at consecutive \
+                     positions"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_tree(
+        &self,
+        i: usize,
+        rows: Range<usize>,
+        tree: &TreeLayout,
+        context: usize,
+        recurrent: bool,
+    ) -> Result<()> {
+        let bad = |j: usize, what: &str| {
+            Err(ModelError::InvalidInput(format!(
+                "tree span {i}, row {j}: {what}"
+            )))
+        };
+        let n = rows.len();
+        if n > MAX_TREE_ROWS || tree.slots.len() != n || tree.visible.len() != n {
+            return Err(ModelError::InvalidInput(format!(
+                "tree span {i} has {n} rows, {} slots and {} masks (at most {MAX_TREE_ROWS} \
+                 rows, one slot and one mask each)",
+                tree.slots.len(),
+                tree.visible.len()
+            )));
+        }
+        let mut used = 0u64;
+        for (j, r) in rows.clone().enumerate() {
+            let slot = tree.slots[j] as usize;
+            if slot >= MAX_TREE_ROWS || used & (1 << slot) != 0 {
+                return bad(j, "slots must be distinct and below 64");
+            }
+            used |= 1 << slot;
+            let own = 1u64 << slot;
+            if tree.visible[j] & own == 0 {
+                return bad(j, "a row must see its own slot");
+            }
+            let pos = self.positions[r] as usize;
+            if pos >= context {
+                return bad(
+                    j,
+                    &format!("position {pos} is past the context of {context}"),
+                );
+            }
+            match self.parents[r] {
+                Some(p) if p as usize >= j => return bad(j, "a parent must come before its child"),
+                Some(p) => {
+                    let pr = rows.start + p as usize;
+                    if pos != self.positions[pr] as usize + 1 {
+                        return bad(j, "a child sits one position after its parent");
+                    }
+                    if recurrent && tree.visible[j] != tree.visible[p as usize] | own {
+                        return bad(j, "the mask must be the parent's plus the row's own slot");
+                    }
+                }
+                None if recurrent && (pos != tree.base || tree.visible[j] != own) => {
+                    return bad(j, "a root sits at the committed end and sees only itself");
+                }
+                None => {}
+            }
         }
         Ok(())
     }
@@ -173,21 +341,21 @@ mod tests {
             batch.parents(),
             &[None, Some(0), Some(1), None, None, Some(0)]
         );
-        batch.validate(16, 100).unwrap();
+        batch.validate(16, 100, true).unwrap();
         assert!(
-            batch.validate(8, 100).is_err(),
+            batch.validate(8, 100, true).is_err(),
             "token 8 is outside a vocabulary of 8"
         );
         assert!(
-            batch.validate(16, 12).is_err(),
+            batch.validate(16, 12, true).is_err(),
             "positions past the context"
         );
         let mut twice = StepBatch::single(a, &[1], 0, LogitRows::Last);
         twice.push(a, &[1], 1, LogitRows::Last);
-        assert!(twice.validate(16, 100).is_err());
-        assert!(StepBatch::new().validate(16, 100).is_err());
+        assert!(twice.validate(16, 100, true).is_err());
+        assert!(StepBatch::new().validate(16, 100, true).is_err());
         let mut tree = StepBatch::single(a, &[1, 2, 3], 0, LogitRows::All);
         tree.parents[2] = Some(0);
-        assert!(tree.validate(16, 100).is_err());
+        assert!(tree.validate(16, 100, true).is_err());
     }
 }

@@ -1,7 +1,7 @@
 //! The Qwen3.5/3.6 text model: embedding, hybrid decoder stack, final norm, lm_head;
 //! its forward pass over a [`StepBatch`] and a [`SequenceCache`], on any [`Backend`].
 
-use crate::backend::{Backend, ForwardPlan, LinearShape, SpanPlan};
+use crate::backend::{Backend, ForwardPlan, GdnKept, LinearShape, SpanPlan, TreePlan};
 use crate::batch::StepBatch;
 use crate::config::{LayerType, Qwen35Config};
 use crate::cpu::Cpu;
@@ -9,6 +9,7 @@ use crate::layers::attention::GatedAttention;
 use crate::layers::gdn::GatedDeltaNet;
 use crate::layers::mlp::Mlp;
 use crate::mtp::MtpHead;
+use crate::tree::TreeInputs;
 use crate::{ModelError, Result};
 use edge_kvcache::{
     AttentionLayerSpec, CacheConfig, CacheMemory, CacheSpec, RecurrentLayerSpec, SequenceCache,
@@ -41,7 +42,8 @@ pub struct DecoderLayer<B: Backend = Cpu> {
 
 impl<B: Backend> DecoderLayer<B> {
     /// Applies the block to the rows of the residual stream `x` as `plan` places them,
-    /// in place.
+    /// in place. A Gated DeltaNet block of a pass with token trees returns what a commit
+    /// needs.
     pub fn forward(
         &self,
         be: &mut B,
@@ -50,27 +52,28 @@ impl<B: Backend> DecoderLayer<B> {
         memory: &mut B::Memory,
         eps: f32,
         width: usize,
-    ) -> Result<()> {
+    ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
         let (mut normed, mut delta) = (be.alloc(t * width), be.alloc(t * width));
         be.rms_norm(x, &self.input_norm, eps, &mut normed);
-        match &self.mixer {
+        let kept = match &self.mixer {
             Mixer::Gdn(m) => {
                 let state = memory.recurrent_mut(self.cache_layer);
                 m.forward(be, &normed, plan, state, &mut delta)?
             }
             Mixer::Attention(m) => {
                 let kv = memory.kv_mut(self.cache_layer);
-                m.forward(be, &normed, plan, kv, &mut delta)?
+                m.forward(be, &normed, plan, kv, &mut delta)?;
+                None
             }
-        }
+        };
         be.add(x, &delta);
         be.rms_norm(x, &self.post_norm, eps, &mut normed);
         self.mlp.forward(be, &normed, t, &mut delta)?;
         be.add(x, &delta);
         be.free(normed);
         be.free(delta);
-        Ok(())
+        Ok(kept)
     }
 }
 
@@ -82,6 +85,9 @@ pub struct StepOutput<B: Backend = Cpu> {
     /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
     /// input), on the device.
     pub hidden: B::Buf,
+    /// For a pass with token trees: what [`Qwen35Model::commit_tree`] needs to keep
+    /// an accepted path (give it back with [`TreeInputs::free`] otherwise).
+    pub tree: Option<TreeInputs<B>>,
 }
 
 /// Index of the largest logit of a row (the first one on ties; NaN never wins): greedy
@@ -110,7 +116,7 @@ pub struct Qwen35Model<B: Backend = Cpu> {
 /// Whether a pass appends to its sequences (the main model) or writes rows of the
 /// MTP head, which may sit before or past the committed end.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Rows {
+pub(crate) enum Rows {
     Append,
     Side,
 }
@@ -210,20 +216,30 @@ impl<B: Backend> Qwen35Model<B> {
     /// span must start at its sequence's committed length. Returns the logits of the
     /// batch's logit rows and every row's final hidden state.
     ///
+    /// A token-tree span ([`StepBatch::push_tree`]) is provisional: its rows are
+    /// stored past the sequence's end and its length and recurrent state stay as they
+    /// were until [`Qwen35Model::commit_tree`] keeps an accepted path.
+    ///
     /// Input errors (empty input, an id outside the vocabulary, positions past the
-    /// context or not at a sequence's end, an unknown sequence, a budget that cannot
-    /// hold the rows) are found before any layer runs and change no sequence's
-    /// committed rows or state.
+    /// context or not at a sequence's end, an unknown sequence, a malformed tree, a
+    /// budget that cannot hold the rows) are found before any layer runs and change no
+    /// sequence's committed rows or state.
     pub fn forward<C>(&self, be: &mut B, batch: &StepBatch, cache: &mut C) -> Result<StepOutput<B>>
     where
         C: SequenceCache<Memory = B::Memory> + Send,
     {
-        batch.validate(self.config.vocab_size, self.config.max_position_embeddings)?;
+        let ctx = self.config.max_position_embeddings;
+        batch.validate(self.config.vocab_size, ctx, true)?;
         let plan = self.plan(batch, cache, Rows::Append)?;
         let memory = cache.memory_mut();
-        let out = be.pass(batch.len(), |be| self.run(be, batch, &plan, memory))?;
+        let mut out = be.pass(batch.len(), |be| self.run(be, batch, &plan, memory))?;
         for (span, p) in batch.spans().iter().zip(&plan.spans) {
-            cache.set_len(span.seq, p.first + p.len())?;
+            if p.tree.is_none() {
+                cache.set_len(span.seq, p.first + p.len())?;
+            }
+        }
+        if let Some(tree) = out.tree.as_mut() {
+            tree.plan = plan;
         }
         Ok(out)
     }
@@ -239,14 +255,23 @@ impl<B: Backend> Qwen35Model<B> {
         let eps = self.config.rms_norm_eps;
         let mut x = be.alloc(t * h);
         be.embed(&self.embed, batch.tokens(), &mut x)?;
+        let mut kept = Vec::new();
         for layer in &self.layers {
-            layer.forward(be, &mut x, plan, memory, eps, h)?;
+            kept.extend(layer.forward(be, &mut x, plan, memory, eps, h)?);
         }
         let mut hidden = be.alloc(t * h);
         be.rms_norm(&x, &self.norm, eps, &mut hidden);
         be.free(x);
         let logits = self.logits(be, &hidden, batch.logit_rows())?;
-        Ok(StepOutput { logits, hidden })
+        let tree = plan.has_trees().then(|| TreeInputs {
+            plan: plan.clone(),
+            gdn: kept,
+        });
+        Ok(StepOutput {
+            logits,
+            hidden,
+            tree,
+        })
     }
 
     /// Logits of `rows` of the `[tokens, hidden]` final hidden states.
@@ -278,18 +303,26 @@ impl<B: Backend> Qwen35Model<B> {
         let head = self.mtp.as_ref().ok_or_else(|| {
             ModelError::InvalidInput("this checkpoint has no MTP head (mtp.* tensors)".into())
         })?;
-        batch.validate(self.config.vocab_size, self.config.max_position_embeddings)?;
+        batch.validate(
+            self.config.vocab_size,
+            self.config.max_position_embeddings,
+            false,
+        )?;
         let plan = self.plan(batch, cache, Rows::Side)?;
         let memory = cache.memory_mut();
         be.pass(batch.len(), |be| {
             let x = head.forward(be, self, batch, &plan, hidden, memory)?;
             let logits = self.logits(be, &x, batch.logit_rows())?;
-            Ok(StepOutput { logits, hidden: x })
+            Ok(StepOutput {
+                logits,
+                hidden: x,
+                tree: None,
+            })
         })
     }
 
     /// Checks each span against its sequence and makes its rows writable.
-    fn plan<C: SequenceCache>(
+    pub(crate) fn plan<C: SequenceCache>(
         &self,
         batch: &StepBatch,
         cache: &mut C,
@@ -297,30 +330,41 @@ impl<B: Backend> Qwen35Model<B> {
     ) -> Result<ForwardPlan> {
         let mut spans = Vec::with_capacity(batch.spans().len());
         let mut row = 0;
-        for span in batch.spans() {
-            let first = batch.positions()[row] as usize;
+        for (i, span) in batch.spans().iter().enumerate() {
             let view = cache.sequence(span.seq)?;
-            if rows == Rows::Append && first != view.len {
+            let range = row..row + span.len;
+            let tree = batch.tree(i).map(|t| TreePlan {
+                slots: t.slots.clone(),
+                visible: t.visible.clone(),
+                parents: batch.parents()[range.clone()].to_vec(),
+            });
+            let first = match batch.tree(i) {
+                Some(t) => t.base,
+                None => batch.positions()[row] as usize,
+            };
+            if (rows == Rows::Append || tree.is_some()) && first != view.len {
                 return Err(ModelError::InvalidInput(format!(
                     "sequence {:?} holds {} tokens; a span must continue at position {}, \
                      not {first}",
                     span.seq, view.len, view.len
                 )));
             }
-            spans.push((span.seq, first, row..row + span.len));
+            spans.push((span.seq, first, range, tree));
             row += span.len;
         }
-        for (seq, first, r) in &spans {
-            cache.prepare_rows(*seq, *first..*first + r.len())?;
+        for (seq, first, r, tree) in &spans {
+            let extent = tree.as_ref().map_or(r.len(), TreePlan::extent);
+            cache.prepare_rows(*seq, *first..*first + extent)?;
         }
         let spans = (spans.into_iter())
-            .map(|(seq, first, rows)| {
+            .map(|(seq, first, rows, tree)| {
                 let view = cache.sequence(seq)?;
                 Ok(SpanPlan {
                     rows,
                     first,
                     pages: view.pages.to_vec(),
                     slot: view.slot,
+                    tree,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

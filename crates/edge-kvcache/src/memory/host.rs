@@ -51,6 +51,19 @@ impl<T: Copy + Default> Pages<T> {
             .expect("a page the cache handed out has storage")
     }
 
+    /// Copies `len` elements at `from.1` of page `from.0` to `to.1` of page `to.0`.
+    fn copy_run(&mut self, from: (usize, usize), to: (usize, usize), len: usize) {
+        if from.0 == to.0 {
+            self.get_mut(to.0).copy_within(from.1..from.1 + len, to.1);
+            return;
+        }
+        let mut dst = self.pages[to.0]
+            .take()
+            .expect("a page the cache handed out has storage");
+        dst[to.1..to.1 + len].copy_from_slice(&self.get(from.0)[from.1..][..len]);
+        self.pages[to.0] = Some(dst);
+    }
+
     fn copy_prefix(&mut self, from: usize, to: usize, heads: usize, run: usize, used: usize) {
         // Take the destination out for the copy, so both pages are borrowed at once.
         let mut dst = self.pages[to]
@@ -222,6 +235,22 @@ impl HostKv {
             let (ks, vs) = (&k[h * d..][..d], &v[h * d..][..d]);
             self.keys.write(page.index(), at, ks, self.spec.k_scale);
             self.values.write(page.index(), at, vs, self.spec.v_scale);
+        }
+    }
+}
+
+impl HostKv {
+    /// Copies one cached row (every KV head's key and value, in the stored element
+    /// type: no re-encoding) from `(page, row)` `from` to `to`. Tree speculation's
+    /// commit moves accepted rows to their final places with it.
+    pub fn copy_row(&mut self, from: (BlockId, usize), to: (BlockId, usize)) {
+        let d = self.spec.head_dim;
+        for h in 0..self.spec.kv_heads {
+            let a = self.head_range(h, from.1..from.1 + 1).start;
+            let b = self.head_range(h, to.1..to.1 + 1).start;
+            let (src, dst) = ((from.0.index(), a), (to.0.index(), b));
+            each_arena!(&mut self.keys, p => p.copy_run(src, dst, d));
+            each_arena!(&mut self.values, p => p.copy_run(src, dst, d));
         }
     }
 }

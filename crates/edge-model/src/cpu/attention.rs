@@ -5,9 +5,10 @@
 //! a KV head read its rows once, page by page (each page holds one head's rows
 //! contiguously). A longer span (a prompt chunk) first gathers each KV head's visible
 //! rows into a contiguous f32 block, then runs the blocked prompt kernel of
-//! [`super::attention_block`] per query head.
+//! [`super::attention_block`] per query head; a token tree does the same with its
+//! ancestor mask.
 
-use super::attention_block::{KvView, Queries, attend_queries};
+use super::attention_block::{KvView, Queries, Visibility, attend_queries};
 use super::kv_rows::rows_f32;
 use super::norm::rms_norm_zero_centred;
 use super::simd::{axpy, dispatch, dot, weight_exp};
@@ -91,7 +92,8 @@ pub fn attend(
     // One item per (one-row span, KV head): the query heads sharing a KV head read its
     // rows once; where there are more threads than items, groups are split so that
     // every thread gets one.
-    let decode_spans = plan.spans.iter().filter(|s| s.len() == 1).count();
+    let is_decode = |s: &SpanPlan| s.len() == 1 && s.tree.is_none();
+    let decode_spans = plan.spans.iter().filter(|s| is_decode(s)).count();
     let split = (rayon::current_num_threads().div_ceil(hkv * decode_spans.max(1))).clamp(1, group);
     let per = group.div_ceil(split);
     let mut items: Vec<(&SpanPlan, usize, &mut [f32])> = Vec::new();
@@ -100,7 +102,7 @@ pub fn attend(
     for span in &plan.spans {
         let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len() * width);
         rest = tail;
-        if span.len() == 1 {
+        if is_decode(span) {
             for (j, o) in mine.chunks_mut(group * d).enumerate() {
                 for (i, part) in o.chunks_mut(per * d).enumerate() {
                     items.push((span, j * group + i * per, part));
@@ -131,8 +133,9 @@ pub fn attend(
     }
 }
 
-/// A prompt span: gather each KV head's rows `0..first + len`, then per query head
-/// blocks of queries as small matmuls.
+/// A prompt span (or a token tree): gather each KV head's rows `0..first + len` (`0..
+/// first + extent` for a tree), then per query head blocks of queries as small
+/// matmuls, causal or masked by the tree.
 fn attend_prompt(
     layer: &GatedAttention<super::Cpu>,
     kv: &HostKv,
@@ -142,7 +145,18 @@ fn attend_prompt(
 ) {
     let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
     let tokens = span.len();
-    let visible = span.first + tokens;
+    let (visible, visibility) = match &span.tree {
+        None => (span.first + tokens, Visibility::Causal { pos0: span.first }),
+        Some(tree) => {
+            let extent = tree.extent();
+            let vis = Visibility::Tree {
+                base: span.first,
+                extent,
+                visible: &tree.visible,
+            };
+            (span.first + extent, vis)
+        }
+    };
     let gathered: Vec<(Vec<f32>, Vec<f32>)> = (0..hkv)
         .into_par_iter()
         .map(|head| gather_head(kv, &span.pages, head, visible))
@@ -158,7 +172,7 @@ fn attend_prompt(
                 stride: h * d,
                 count: tokens,
                 dim: d,
-                pos0: span.first,
+                visibility,
                 scale,
             };
             let (keys, values) = &gathered[head / group];

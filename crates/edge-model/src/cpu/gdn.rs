@@ -39,6 +39,10 @@ pub fn conv(
         let (ks, kt) = std::mem::take(&mut k).split_at_mut(hk * n * dk);
         let (vs, vt) = std::mem::take(&mut v).split_at_mut(hv * n * dv);
         (q, k, v) = (qt, kt, vt);
+        if span.tree.is_some() {
+            // Tree rows take their windows along their paths (`gdn_tree`).
+            continue;
+        }
         let outs = qs.chunks_mut(n * dk).map(|o| (true, o));
         let outs = outs.chain(ks.chunks_mut(n * dk).map(|o| (true, o)));
         let outs = outs.chain(vs.chunks_mut(n * dv).map(|o| (false, o)));
@@ -85,6 +89,7 @@ pub fn conv(
 
 /// The conv's outputs and the token-major gate inputs of a recurrence (see
 /// [`crate::backend::GdnInputs`]).
+#[derive(Clone, Copy)]
 pub struct Inputs<'a> {
     pub q: &'a [f32],
     pub k: &'a [f32],
@@ -108,8 +113,10 @@ pub fn recurrence(
     let group = hv / hk;
     let t = plan.tokens();
     // Each span's cores are head-major `[hv, rows, dv]`; for one-row spans that is
-    // already the token-major output.
-    let all_single = plan.spans.iter().all(|s| s.len() == 1);
+    // already the token-major output. Tree spans are `gdn_tree`'s: their rows here are
+    // left alone.
+    let chains = || plan.spans.iter().filter(|s| s.tree.is_none());
+    let all_single = chains().all(|s| s.len() == 1);
     let mut core = if all_single {
         None
     } else {
@@ -126,6 +133,9 @@ pub fn recurrence(
         let n = span.len();
         let (mine, tail) = std::mem::take(&mut rest).split_at_mut(hv * n * dv);
         rest = tail;
+        if span.tree.is_some() {
+            continue;
+        }
         let heads = mine.chunks_mut(n * dv).zip(recurrent.chunks_mut(dk * dv));
         items.extend(heads.enumerate().map(|(j, (o, s))| (span, j, o, s)));
     }
@@ -159,9 +169,9 @@ pub fn recurrence(
     if let Some(core) = core {
         let per_row: Vec<(usize, &mut [f32])> = out.chunks_mut(hv * dv).enumerate().collect();
         per_row.into_par_iter().for_each(|(row, yt)| {
-            let span = (plan.spans.iter())
-                .find(|s| s.rows.contains(&row))
-                .expect("every row is in a span");
+            let Some(span) = chains().find(|s| s.rows.contains(&row)) else {
+                return;
+            };
             let (r0, n) = (span.rows.start, span.len());
             let t = row - r0;
             for (j, yd) in yt.chunks_exact_mut(dv).enumerate() {

@@ -8,6 +8,7 @@ mod conv;
 mod decode_attention_x86;
 pub(crate) mod delta_rule;
 mod gdn;
+mod gdn_tree;
 pub(crate) mod kv_rows;
 #[cfg(target_arch = "x86_64")]
 mod matmul_x86;
@@ -34,7 +35,7 @@ pub fn attend_decode(
 }
 
 use crate::Result;
-use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs};
+use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, SpanPlan};
 use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
 use crate::weights::Embedding;
@@ -227,7 +228,10 @@ impl Backend for Cpu {
         k: &mut ScratchBuf,
         v: &mut ScratchBuf,
     ) {
-        gdn::conv(layer, state, plan, qkv, (q, k, v));
+        gdn::conv(layer, state, plan, qkv, (&mut *q, &mut *k, &mut *v));
+        if plan.has_trees() {
+            gdn_tree::conv(layer, state, plan, qkv, (q, k, v));
+        }
     }
 
     fn gdn_recurrence(
@@ -247,5 +251,31 @@ impl Backend for Cpu {
             z: x.z,
         };
         gdn::recurrence(layer, state, plan, inputs, out, &mut self.scratch);
+        if plan.has_trees() {
+            gdn_tree::recurrence(layer, state, plan, inputs, out);
+        }
+    }
+
+    fn copy_kv_rows(
+        &mut self,
+        kv: &mut HostKv,
+        plan: &ForwardPlan,
+        span: &SpanPlan,
+        moves: &[(usize, usize)],
+    ) {
+        for &(from, to) in moves {
+            kv.copy_row(plan.cache_slot(span, from), plan.cache_slot(span, to));
+        }
+    }
+
+    fn gdn_commit(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut HostRecurrent,
+        span: &SpanPlan,
+        kept: &GdnKept<Self>,
+        path: &[usize],
+    ) {
+        gdn_tree::commit(layer, state, span, (&kept.qkv, &kept.b, &kept.a), path);
     }
 }

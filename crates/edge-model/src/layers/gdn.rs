@@ -4,7 +4,7 @@
 //! gated RMSNorm and the output projection.
 
 use crate::Result;
-use crate::backend::{Backend, ForwardPlan, GdnInputs};
+use crate::backend::{Backend, ForwardPlan, GdnInputs, GdnKept};
 use crate::cpu::Cpu;
 use edge_kvcache::CacheMemory;
 
@@ -71,7 +71,7 @@ impl<B: Backend> GatedDeltaNet<B> {
 
     /// Runs the rows of `x` (`[rows, hidden]`) as `plan` places them, carrying each
     /// span's conv window and recurrent state in `state`; writes `[rows, hidden]` to
-    /// `out`.
+    /// `out`. When the plan has token trees, returns the inputs a commit needs.
     pub fn forward(
         &self,
         be: &mut B,
@@ -79,7 +79,7 @@ impl<B: Backend> GatedDeltaNet<B> {
         plan: &ForwardPlan,
         state: &mut <B::Memory as CacheMemory>::Recurrent,
         out: &mut B::Buf,
-    ) -> Result<()> {
+    ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
         let (hk, hv, dk, dv) = self.dims();
         let mut qkv = be.alloc(t * self.channels());
@@ -101,7 +101,6 @@ impl<B: Backend> GatedDeltaNet<B> {
         let mut k = be.alloc(hk * t * dk);
         let mut v = be.alloc(hv * t * dv);
         be.gdn_conv(self, state, plan, &qkv, &mut q, &mut k, &mut v);
-        be.free(qkv);
         let mut y = be.alloc(t * hv * dv);
         let inputs = GdnInputs {
             q: &q,
@@ -112,11 +111,17 @@ impl<B: Backend> GatedDeltaNet<B> {
             z: &z,
         };
         be.gdn_recurrence(self, state, plan, inputs, &mut y);
-        for buf in [q, k, v, z, b, a] {
+        for buf in [q, k, v, z] {
             be.free(buf);
         }
         be.linear(&[&self.out_proj], &y, t, &mut [out])?;
         be.free(y);
-        Ok(())
+        if plan.has_trees() {
+            return Ok(Some(GdnKept { qkv, b, a }));
+        }
+        for buf in [qkv, b, a] {
+            be.free(buf);
+        }
+        Ok(None)
     }
 }

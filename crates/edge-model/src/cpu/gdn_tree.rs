@@ -1,0 +1,270 @@
+//! The CPU Gated DeltaNet kernels for token trees: each row's conv window and
+//! recurrent state follow its ancestor path from the committed state, which stays
+//! unchanged; a commit then advances the state along the accepted path from the kept
+//! inputs.
+//!
+//! Every tree row runs the same floating-point operations as decoding its path one
+//! token at a time would (the one-token conv and the one-token delta rule), so a tree
+//! row's output, and the state a commit leaves, equal a decode step's bit for bit.
+//! Recurrent states are not built per row: a depth-first walk keeps one state per
+//! depth of the current path (the tree's depth, not its size).
+
+use super::delta_rule::{self, HeadInputs};
+use super::gdn;
+use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
+use crate::backend::{ForwardPlan, SpanPlan, TreePlan};
+use crate::layers::gdn::GatedDeltaNet;
+use edge_core::par;
+use edge_kvcache::memory::HostRecurrent;
+use rayon::prelude::*;
+
+type Layer = GatedDeltaNet<super::Cpu>;
+
+/// Conv + SiLU of each tree span's rows, each over the window of its own path (the
+/// committed window, then its ancestors' rows); writes the span's head-major `q`, `k`
+/// (L2-normalised, `q` scaled) and `v` blocks as [`gdn::conv`] lays them out.
+pub fn conv(
+    layer: &Layer,
+    state: &mut HostRecurrent,
+    plan: &ForwardPlan,
+    qkv: &[f32],
+    (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
+) {
+    let c = layer.channels();
+    let (hk, hv, dk, dv) = layer.dims();
+    let hist = layer.kernel - 1;
+    let q_scale = 1.0 / (dk as f32).sqrt();
+    let slots = state.slots_mut(&plan.slots());
+    let mut out = vec![0.0f32; c];
+    for (span, (window, _)) in plan.spans.iter().zip(&slots) {
+        let Some(tree) = &span.tree else { continue };
+        let (n, r0) = (span.len(), span.rows.start);
+        for i in 0..n {
+            let path = tree.path(i);
+            // The `kernel` rows ending at row i: committed window rows, then path rows.
+            let virt = |t: usize| -> &[f32] {
+                let start = (hist + path.len()) - layer.kernel + t;
+                match start.checked_sub(hist) {
+                    Some(p) => &qkv[(r0 + path[p]) * c..][..c],
+                    None => &window[start * c..][..c],
+                }
+            };
+            out.fill(0.0);
+            for t in 0..layer.kernel {
+                let (w, x) = (&layer.conv_taps[t * c..][..c], virt(t));
+                for ((o, &wc), &xc) in out.iter_mut().zip(w).zip(x) {
+                    *o += wc * xc;
+                }
+            }
+            out.iter_mut().for_each(|o| *o = silu(*o));
+            // Scatter into the span's head-major blocks: q heads, k heads, v heads.
+            for head in 0..2 * hk + hv {
+                let (dst, d, at, scale) = match head {
+                    h if h < hk => (&mut *q, dk, (r0 * hk + h * n + i) * dk, Some(q_scale)),
+                    h if h < 2 * hk => {
+                        let h = h - hk;
+                        (&mut *k, dk, (r0 * hk + h * n + i) * dk, Some(1.0))
+                    }
+                    h => {
+                        let h = h - 2 * hk;
+                        (&mut *v, dv, (r0 * hv + h * n + i) * dv, None)
+                    }
+                };
+                let first = if head < 2 * hk {
+                    head * dk
+                } else {
+                    2 * hk * dk + (head - 2 * hk) * dv
+                };
+                let row = &mut dst[at..][..d];
+                row.copy_from_slice(&out[first..][..d]);
+                if let Some(scale) = scale {
+                    l2_norm(row);
+                    row.iter_mut().for_each(|e| *e *= scale);
+                }
+            }
+        }
+    }
+}
+
+/// The per-row inputs of one value head's delta rule.
+struct HeadView<'a> {
+    layer: &'a Layer,
+    x: &'a gdn::Inputs<'a>,
+    span: &'a SpanPlan,
+    head: usize,
+}
+
+impl HeadView<'_> {
+    /// Row `i` of the span as one token's inputs (`beta` and `g` in the caller's
+    /// one-element buffers).
+    fn token<'b>(
+        &'b self,
+        i: usize,
+        beta: &'b mut [f32; 1],
+        g: &'b mut [f32; 1],
+    ) -> HeadInputs<'b> {
+        let (hk, hv, dk, dv) = self.layer.dims();
+        let (j, n, r0) = (self.head, self.span.len(), self.span.rows.start);
+        let kh = j / (hv / hk);
+        let r = r0 + i;
+        beta[0] = sigmoid(self.x.b[r * hv + j]);
+        g[0] = self.layer.neg_a[j] * softplus(self.x.a[r * hv + j] + self.layer.dt_bias[j]);
+        HeadInputs {
+            q: &self.x.q[(r0 * hk + kh * n + i) * dk..][..dk],
+            k: &self.x.k[(r0 * hk + kh * n + i) * dk..][..dk],
+            v: &self.x.v[(r0 * hv + j * n + i) * dv..][..dv],
+            beta: &beta[..],
+            g: &g[..],
+            dk,
+            dv,
+        }
+    }
+}
+
+/// The delta rule and gated norm of each tree span's rows: row `i` continues the
+/// committed state along its path, one token step per ancestor; writes its
+/// `[value_heads · value_dim]` output row of `out` (token-major).
+pub fn recurrence(
+    layer: &Layer,
+    state: &mut HostRecurrent,
+    plan: &ForwardPlan,
+    x: gdn::Inputs<'_>,
+    out: &mut [f32],
+) {
+    let (_, hv, dk, dv) = layer.dims();
+    let slots = state.slots_mut(&plan.slots());
+    let mut items = Vec::new();
+    for (span, (_, committed)) in plan.spans.iter().zip(&slots) {
+        if let Some(tree) = &span.tree {
+            for j in 0..hv {
+                items.push((span, tree, j, &committed[j * dk * dv..][..dk * dv]));
+            }
+        }
+    }
+    let x = &x;
+    let results: Vec<_> = items
+        .into_par_iter()
+        .map(|(span, tree, j, committed)| {
+            let view = HeadView {
+                layer,
+                x,
+                span,
+                head: j,
+            };
+            let mut o = vec![0.0f32; span.len() * dv];
+            walk(tree, committed, dk * dv, |i, parent_state, state| {
+                state.copy_from_slice(parent_state);
+                let (mut beta, mut g) = ([0.0], [0.0]);
+                let inp = view.token(i, &mut beta, &mut g);
+                delta_rule::recurrent(&inp, state, &mut o[i * dv..][..dv]);
+            });
+            (span, j, o)
+        })
+        .collect();
+    for (span, j, o) in results {
+        for (i, row) in o.chunks_exact(dv).enumerate() {
+            let r = span.rows.start + i;
+            let y = &mut out[(r * hv + j) * dv..][..dv];
+            y.copy_from_slice(row);
+            gated_rms_norm(
+                y,
+                &x.z[(r * hv + j) * dv..][..dv],
+                &layer.norm_weight,
+                layer.eps,
+            );
+        }
+    }
+}
+
+/// Visits the tree's rows depth-first, calling `step(row, parent_state, state)` with
+/// the state after the row's parent (`committed` for a root) and the buffer the row's
+/// own state goes to; keeps one `len`-long state per depth.
+fn walk(
+    tree: &TreePlan,
+    committed: &[f32],
+    len: usize,
+    mut step: impl FnMut(usize, &[f32], &mut [f32]),
+) {
+    let n = tree.parents.len();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut roots = Vec::new();
+    for (i, p) in tree.parents.iter().enumerate() {
+        match p {
+            Some(p) => children[*p as usize].push(i),
+            None => roots.push(i),
+        }
+    }
+    let mut states: Vec<Vec<f32>> = Vec::new();
+    // (row, depth), children pushed in reverse so they pop in order.
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((row, depth)) = stack.pop() {
+        if states.len() <= depth {
+            states.push(vec![0.0; len]);
+        }
+        let (before, rest) = states.split_at_mut(depth);
+        let parent: &[f32] = match depth {
+            0 => committed,
+            d => &before[d - 1],
+        };
+        step(row, parent, &mut rest[0]);
+        stack.extend(children[row].iter().rev().map(|&c| (c, depth + 1)));
+    }
+}
+
+/// Advances `span`'s conv window and state along `path` (span rows, root first) from
+/// the kept pre-conv projections `qkv` and gate inputs `b`, `a` of the whole pass.
+pub fn commit(
+    layer: &Layer,
+    state: &mut HostRecurrent,
+    span: &SpanPlan,
+    (qkv, b, a): (&[f32], &[f32], &[f32]),
+    path: &[usize],
+) {
+    let c = layer.channels();
+    let (hk, hv, dk, dv) = layer.dims();
+    let m = path.len();
+    let rows: Vec<usize> = path.iter().map(|&p| span.rows.start + p).collect();
+    let mut gathered = Vec::with_capacity(m * c);
+    for &r in &rows {
+        gathered.extend_from_slice(&qkv[r * c..][..c]);
+    }
+    // The path as a chain through the chain conv, which advances the window.
+    let chain = ForwardPlan {
+        spans: vec![SpanPlan {
+            rows: 0..m,
+            first: span.first,
+            pages: Vec::new(),
+            slot: span.slot,
+            tree: None,
+        }],
+        positions: vec![0; m],
+        block_size: 1,
+    };
+    let (mut q, mut k, mut v) = (
+        vec![0.0; hk * m * dk],
+        vec![0.0; hk * m * dk],
+        vec![0.0; hv * m * dv],
+    );
+    gdn::conv(layer, state, &chain, &gathered, (&mut q, &mut k, &mut v));
+    let mut slots = state.slots_mut(&[span.slot]);
+    let (_, recurrent) = slots.pop().expect("one slot");
+    let items: Vec<(usize, &mut [f32])> = recurrent.chunks_mut(dk * dv).enumerate().collect();
+    par::for_each(items, |(j, s)| {
+        let kh = j / (hv / hk);
+        let beta: Vec<f32> = rows.iter().map(|&r| sigmoid(b[r * hv + j])).collect();
+        let g: Vec<f32> = (rows.iter())
+            .map(|&r| layer.neg_a[j] * softplus(a[r * hv + j] + layer.dt_bias[j]))
+            .collect();
+        let inp = HeadInputs {
+            q: &q[kh * m * dk..][..m * dk],
+            k: &k[kh * m * dk..][..m * dk],
+            v: &v[j * m * dv..][..m * dv],
+            beta: &beta,
+            g: &g,
+            dk,
+            dv,
+        };
+        let mut o = vec![0.0; m * dv];
+        delta_rule::recurrent(&inp, s, &mut o);
+    });
+}
