@@ -10,6 +10,8 @@
 
 mod chain;
 mod error;
+pub mod sampling;
 
 pub use chain::{ChainSpeculator, SpecConfig, SpecStats};
 pub use error::{Result, SpecError};
+pub use sampling::{Distribution, Sampler, SamplingParams};
