@@ -108,7 +108,7 @@ fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
         prefill_chunk: s.chunk,
         snapshot_stride: s.stride,
         reuse: ReusePolicy::Exact,
-        speculation: s.speculate.then_some(SpecConfig { draft_tokens: 2 }),
+        speculation: s.speculate.then_some(SpecConfig::tree(2, 2, 3)),
     };
     Engine::new(model.clone(), config).unwrap()
 }

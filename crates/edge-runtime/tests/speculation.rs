@@ -1,11 +1,14 @@
-//! MTP chain speculation through the engine produces exactly plain greedy decoding's
-//! tokens, for every draft length, and honours stop tokens and limits.
+//! MTP speculation through the engine, chain and tree, is lossless: greedy requests get
+//! exactly plain greedy decoding's tokens for every draft shape, including stops,
+//! limits and the context's end inside an accepted run, and prefix reuse across
+//! requests; configurations that cannot work are typed errors.
 
 use edge_model::{ActivationMode, Qwen35Model};
 use edge_runtime::{Engine, EngineConfig, GenerateRequest, StopReason};
-use edge_spec::{ChainSpeculator, SpecConfig};
+use edge_spec::{SpecConfig, Speculator};
+use proptest::prelude::*;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -13,9 +16,21 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn engine(model: &Arc<Qwen35Model>, draft: Option<usize>) -> Engine {
+fn model(dir: &str) -> Arc<Qwen35Model> {
+    static F32: OnceLock<Arc<Qwen35Model>> = OnceLock::new();
+    static BF16: OnceLock<Arc<Qwen35Model>> = OnceLock::new();
+    let cell = if dir == "qwen35-tiny-f32" {
+        &F32
+    } else {
+        &BF16
+    };
+    cell.get_or_init(|| Arc::new(Qwen35Model::load(&fixture(dir), ActivationMode::None).unwrap()))
+        .clone()
+}
+
+fn engine(model: &Arc<Qwen35Model>, spec: Option<SpecConfig>) -> Engine {
     let config = EngineConfig {
-        speculation: draft.map(|k| SpecConfig { draft_tokens: k }),
+        speculation: spec,
         prefill_chunk: 16,
         ..EngineConfig::default()
     };
@@ -31,58 +46,132 @@ fn request(prompt: &[u32], n: usize, stop: &[u32]) -> GenerateRequest {
     }
 }
 
+fn prompt(seed: u32, len: usize) -> Vec<u32> {
+    (0..len as u32)
+        .map(|i| (i * 37 + seed * 11) % 250)
+        .collect()
+}
+
+fn shapes() -> Vec<SpecConfig> {
+    vec![
+        SpecConfig::linear(1),
+        SpecConfig::linear(2),
+        SpecConfig::linear(4),
+        SpecConfig::tree(3, 2, 6),
+        SpecConfig::tree(4, 3, 12),
+        SpecConfig::tree(2, 8, 9),
+        SpecConfig::tree(6, 4, 24),
+    ]
+}
+
 #[test]
-fn chain_speculation_reproduces_greedy_for_every_draft_length() {
+fn every_draft_shape_reproduces_greedy_also_from_the_prefix_cache() {
     for dir in ["qwen35-tiny-f32", "qwen35-tiny-bf16-vl"] {
-        let model = Arc::new(Qwen35Model::load(&fixture(dir), ActivationMode::None).unwrap());
-        let prompt: Vec<u32> = (0..40).map(|i| (i * 37 % 250) as u32).collect();
+        let model = model(dir);
+        let p = prompt(1, 40);
         let want = engine(&model, None)
-            .generate(&request(&prompt, 24, &[]))
+            .generate(&request(&p, 24, &[]))
             .unwrap();
         assert!(want.speculation.is_none());
-        for k in [1, 2, 4] {
-            let mut e = engine(&model, Some(k));
+        for spec in shapes() {
+            let mut e = engine(&model, Some(spec));
             // Twice: the second run restores the prompt (and the MTP head's rows) from
             // the prefix cache.
             for round in 0..2 {
-                let got = e.generate(&request(&prompt, 24, &[])).unwrap();
-                assert_eq!(got.tokens, want.tokens, "{dir}, k={k}, round {round}");
+                let got = e.generate(&request(&p, 24, &[])).unwrap();
+                assert_eq!(got.tokens, want.tokens, "{dir}, {spec:?}, round {round}");
                 assert_eq!(got.cached_tokens, 40 * round);
                 let s = got.speculation.unwrap();
-                assert!(s.verify_forwards > 0 && s.accepted <= s.drafted);
-                assert!(s.tokens_per_verify() >= 1.0);
+                assert!(s.target_forwards > 0 && s.accepted <= s.drafted);
+                // Every token after the prefill's came from a target forward.
+                assert_eq!(1 + s.target_forwards + s.accepted, got.tokens.len());
             }
+            e.cache().verify_refcounts().unwrap();
         }
     }
 }
 
-#[test]
-fn speculation_stops_at_stop_tokens_and_limits() {
-    let model =
-        Arc::new(Qwen35Model::load(&fixture("qwen35-tiny-f32"), ActivationMode::None).unwrap());
-    let prompt = [3u32, 4, 5, 6];
-    let greedy = engine(&model, None)
-        .generate(&request(&prompt, 10, &[]))
-        .unwrap()
-        .tokens;
-    let stop = greedy[3];
-    let first = greedy.iter().position(|&t| t == stop).unwrap();
-    let got = engine(&model, Some(3))
-        .generate(&request(&prompt, 10, &[stop]))
-        .unwrap();
-    assert_eq!(got.tokens, greedy[..=first]);
-    assert_eq!(got.stop, StopReason::Stop);
-    for n in [1, 2, 5] {
-        let got = engine(&model, Some(3))
-            .generate(&request(&prompt, n, &[]))
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Random tree shapes and prompts: the greedy tokens of plain decoding.
+    #[test]
+    fn random_trees_are_lossless(
+        steps in 1usize..6,
+        top_k in 1usize..5,
+        nodes in 2usize..20,
+        seed in 0u32..1000,
+        len in 1usize..30,
+    ) {
+        let model = model("qwen35-tiny-f32");
+        let p = prompt(seed, len);
+        let want = engine(&model, None).generate(&request(&p, 16, &[])).unwrap();
+        let got = engine(&model, Some(SpecConfig::tree(steps, top_k, nodes)))
+            .generate(&request(&p, 16, &[]))
             .unwrap();
-        assert_eq!(got.tokens, greedy[..n], "limit {n}");
-        assert_eq!(got.stop, StopReason::Length);
+        prop_assert_eq!(got.tokens, want.tokens);
     }
 }
 
 #[test]
-fn speculation_needs_an_mtp_head_and_a_draft() {
+fn stops_limits_and_the_context_end_inside_accepted_runs() {
+    let model = model("qwen35-tiny-f32");
+    let p = [3u32, 4, 5, 6];
+    let greedy = engine(&model, None)
+        .generate(&request(&p, 12, &[]))
+        .unwrap()
+        .tokens;
+    for spec in shapes() {
+        for stop_at in [1, 3, 6] {
+            let stop = greedy[stop_at];
+            let first = greedy.iter().position(|&t| t == stop).unwrap();
+            let got = engine(&model, Some(spec))
+                .generate(&request(&p, 12, &[stop]))
+                .unwrap();
+            assert_eq!(got.tokens, greedy[..=first], "{spec:?}, stop {stop}");
+            assert_eq!(got.stop, StopReason::Stop);
+        }
+        for n in [1, 2, 5] {
+            let got = engine(&model, Some(spec))
+                .generate(&request(&p, n, &[]))
+                .unwrap();
+            assert_eq!(got.tokens, greedy[..n], "{spec:?}, limit {n}");
+            assert_eq!(got.stop, StopReason::Length);
+        }
+    }
+    // The context (512 positions) ends a few tokens after a long prompt.
+    let ctx = model.config().max_position_embeddings;
+    let long = prompt(5, ctx - 6);
+    let want = engine(&model, None)
+        .generate(&request(&long, 50, &[]))
+        .unwrap();
+    assert_eq!(want.stop, StopReason::Context);
+    for spec in shapes() {
+        let got = engine(&model, Some(spec))
+            .generate(&request(&long, 50, &[]))
+            .unwrap();
+        assert_eq!(got.tokens, want.tokens, "{spec:?}");
+        assert_eq!(got.stop, StopReason::Context, "{spec:?}");
+    }
+}
+
+#[test]
+fn sampled_requests_speculate_and_stay_seeded() {
+    let model = model("qwen35-tiny-f32");
+    let mut req = request(&prompt(2, 20), 20, &[]);
+    req.sampling.temperature = 0.8;
+    req.sampling.seed = 7;
+    let mut e = engine(&model, Some(SpecConfig::tree(3, 3, 8)));
+    let a = e.generate(&req).unwrap();
+    let b = e.generate(&req).unwrap();
+    assert_eq!(a.tokens, b.tokens, "the same seed, the same tokens");
+    assert_eq!(a.tokens.len(), 20);
+    let s = a.speculation.expect("sampled requests speculate too");
+    assert_eq!(1 + s.target_forwards + s.accepted, a.tokens.len());
+}
+
+#[test]
+fn speculation_needs_an_mtp_head_and_a_valid_shape() {
     let dir = std::env::temp_dir().join(format!("edge-runtime-nomtp-{}", std::process::id()));
     let config = edge_model::synthetic::tiny_config(64);
     edge_model::synthetic::write_random_checkpoint(
@@ -102,7 +191,20 @@ fn speculation_needs_an_mtp_head_and_a_draft() {
         },
     );
     assert!(e.unwrap_err().to_string().contains("MTP head"));
-    assert!(ChainSpeculator::new(&plain, SpecConfig::default()).is_err());
-    let mtp = Qwen35Model::load(&fixture("qwen35-tiny-f32"), ActivationMode::None).unwrap();
-    assert!(ChainSpeculator::new(&mtp, SpecConfig { draft_tokens: 0 }).is_err());
+    assert!(Speculator::new(&plain, SpecConfig::default()).is_err());
+    let mtp = model("qwen35-tiny-f32");
+    for bad in [
+        SpecConfig::linear(0),
+        SpecConfig::tree(3, 0, 8),
+        SpecConfig::tree(3, 2, 1),
+        SpecConfig::tree(3, 2, 65),
+        SpecConfig::tree(10, 8, 32),
+    ] {
+        assert!(Speculator::new(&mtp, bad).is_err(), "{bad:?}");
+        let config = EngineConfig {
+            speculation: Some(bad),
+            ..EngineConfig::default()
+        };
+        assert!(Engine::new(mtp.clone(), config).is_err(), "{bad:?}");
+    }
 }

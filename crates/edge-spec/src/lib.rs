@@ -1,21 +1,25 @@
-//! `edge-spec`: speculative decoding with the model's built-in MTP head.
+//! `edge-spec`: lossless speculative decoding with the model's built-in MTP head.
 //!
-//! Today: greedy chain speculation ([`ChainSpeculator`]): the MTP head drafts `k`
-//! tokens, the target verifies them in one forward, the longest matching prefix plus
-//! one token of the target's own is kept, and the hybrid model's recurrent state is
-//! rolled back to the last accepted token (by re-running the accepted prefix). It is
-//! one decode step of `edge_runtime::Engine`, the single generation driver. Token
-//! trees with a tree attention mask, and a commit without re-running, are the next
-//! step; their verification is here already: [`accept`] keeps a drafted tree's path
-//! greedily or, at temperature > 0, by recursive rejection sampling against the
-//! [`Sampler`]'s own [`Distribution`], so sampling stays lossless.
+//! A [`Speculator`] runs one decode step of a sequence: the MTP head drafts a token
+//! tree ([`SpecConfig`]: a chain of top-1 drafts, or a tree of top-k children chosen by
+//! cumulative log-probability), the target verifies the whole tree in one forward
+//! (tree attention mask, Gated DeltaNet rows along their ancestor paths), [`accept`]
+//! keeps the longest path the target agrees with plus one token of the target's own
+//! (greedily, or at temperature > 0 by recursive rejection sampling against the
+//! [`Sampler`]'s own [`Distribution`], so the output distribution is the target's),
+//! and the model's commit keeps that path's keys, values and recurrent state without
+//! re-running it. It is one decode step of `edge_runtime::Engine`, the single
+//! generation driver.
 
 mod accept;
-mod chain;
+mod config;
+mod draft;
 mod error;
 pub mod sampling;
+mod speculator;
 
 pub use accept::{Acceptance, DraftTree, accept};
-pub use chain::{ChainSpeculator, SpecConfig, SpecStats};
+pub use config::{Drafting, SpecConfig, SpecStats};
 pub use error::{Result, SpecError};
 pub use sampling::{Distribution, Sampler, SamplingParams};
+pub use speculator::Speculator;

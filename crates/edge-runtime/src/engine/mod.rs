@@ -1,7 +1,8 @@
 //! [`Engine`]: the one generation driver. It owns a model, a backend and a paged cache;
 //! each request restores the longest usable cached prefix, prefills the rest in passes
 //! cut by its [`PrefillPlan`] (keeping snapshots for later requests), then decodes
-//! token by token or with MTP chain speculation.
+//! token by token or with MTP speculation (a chain or a token tree, lossless for
+//! greedy and sampled requests alike).
 
 mod plan;
 mod request;
@@ -13,7 +14,7 @@ use crate::sampling::Sampler;
 use crate::{Result, RuntimeError};
 use edge_kvcache::{CacheConfig, PagedCache, PrefixCandidate, SeqId, SequenceCache, SnapshotData};
 use edge_model::{Backend, Cpu, LogitRows, Qwen35Model, StepBatch};
-use edge_spec::{ChainSpeculator, SpecConfig};
+use edge_spec::{SpecConfig, Speculator};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,7 +59,8 @@ pub struct EngineConfig {
     pub snapshot_stride: usize,
     /// Which cached prefixes a request may resume from.
     pub reuse: ReusePolicy,
-    /// MTP chain speculation for greedy requests (the model needs an MTP head).
+    /// MTP speculation (the model needs an MTP head); requests that record logits
+    /// decode token by token.
     pub speculation: Option<SpecConfig>,
 }
 
@@ -107,10 +109,13 @@ impl<B: Backend> Engine<B> {
                 "prefill chunk must be at least 1 token".into(),
             ));
         }
-        if config.speculation.is_some() && model.mtp().is_none() {
-            return Err(RuntimeError::InvalidRequest(
-                "speculation needs a model with an MTP head (mtp.* tensors)".into(),
-            ));
+        if let Some(spec) = config.speculation {
+            if model.mtp().is_none() {
+                return Err(RuntimeError::InvalidRequest(
+                    "speculation needs a model with an MTP head (mtp.* tensors)".into(),
+                ));
+            }
+            spec.validate()?;
         }
         let spec = model.cache_spec(&config.cache);
         let cache = PagedCache::new(spec, config.cache)?;
@@ -175,10 +180,9 @@ impl<B: Backend> Engine<B> {
             )));
         }
         let sampler = Sampler::new(req.sampling)?;
-        let speculation = (self.config.speculation)
-            .filter(|_| req.sampling.temperature == 0.0 && !req.record_logits);
-        let lookahead = speculation.map_or(0, |s| s.draft_tokens + 1);
-        let rows = (len + req.max_new_tokens + lookahead).min(ctx);
+        let speculation = self.config.speculation.filter(|_| !req.record_logits);
+        let lookahead = speculation.map_or(0, |s| s.lookahead_rows());
+        let rows = (len + req.max_new_tokens).min(ctx) + lookahead;
         let seq = self.cache.new_sequence(rows)?;
         let out = self.run(&model, seq, req, sampler, speculation);
         self.cache.release(seq)?;
@@ -223,7 +227,7 @@ impl<B: Backend> Engine<B> {
         let mut token = sampler.sample(&logits[..vocab])?;
         let mut speculator = match (speculation, prefilled.hidden) {
             (Some(cfg), Some(hidden)) => {
-                let mut s = ChainSpeculator::new(model, cfg)?;
+                let mut s = Speculator::new(model, cfg)?;
                 let row = self.backend.upload(&hidden);
                 s.start(row, token, len - 1);
                 Some(s)
@@ -249,8 +253,15 @@ impl<B: Backend> Engine<B> {
             }
             if let Some(s) = speculator.as_mut() {
                 let limit = req.max_new_tokens - out.tokens.len();
-                let emitted =
-                    s.step(model, &mut self.backend, &mut self.cache, seq, token, limit)?;
+                let be = &mut self.backend;
+                let emitted = s.step(model, be, &mut self.cache, seq, token, limit, &mut sampler);
+                let emitted = match emitted {
+                    Ok(e) => e,
+                    Err(e) => {
+                        s.finish(be);
+                        return Err(e.into());
+                    }
+                };
                 let (last, accepted) = emitted.split_last().expect("a step emits a token");
                 for &t in accepted {
                     out.tokens.push(t);
@@ -271,7 +282,10 @@ impl<B: Backend> Engine<B> {
             logits = step.logits;
             token = sampler.sample(&logits[..vocab])?;
         }
-        out.speculation = speculator.map(|s| s.stats());
+        if let Some(s) = speculator.as_mut() {
+            s.finish(&mut self.backend);
+            out.speculation = Some(s.stats());
+        }
         out.decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
         Ok(out)
     }
