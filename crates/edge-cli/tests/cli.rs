@@ -227,7 +227,7 @@ fn generate_takes_tools_and_system_flags() {
 
 #[test]
 fn embedded_demo_model_answers_with_a_tool_call() {
-    let v = generate_json(&["--max-new-tokens", "80"]);
+    let v = generate_json(&["--max-new-tokens", "80", "--spec", "off"]);
     let text = v["text"].as_str().unwrap();
     assert!(
         text.contains("<tool_call>") && text.contains("<function="),
@@ -236,10 +236,36 @@ fn embedded_demo_model_answers_with_a_tool_call() {
     // A reply that ended on its stop token shows the reply, not the token.
     assert_eq!(v["stop_reason"], "stop", "{v}");
     assert!(text.trim_end().ends_with("</tool_call>"), "{text}");
-    // Speculative decoding gives the same tokens.
-    let w = generate_json(&["--max-new-tokens", "80", "--draft-tokens", "2"]);
-    assert_eq!(v["tokens"], w["tokens"]);
-    assert!(w["speculation"]["tokens_per_verify"].as_f64().unwrap() >= 1.0);
+    assert_eq!(v["mean_accepted"], 1.0);
+    // Speculative decoding, chain and tree, gives the same tokens in fewer target
+    // forwards.
+    for spec in [
+        &["--spec", "linear", "--draft-steps", "3"][..],
+        &[
+            "--spec",
+            "tree",
+            "--draft-steps",
+            "4",
+            "--tree-top-k",
+            "3",
+            "--tree-nodes",
+            "12",
+        ],
+        &[],
+    ] {
+        let mut args = vec!["--max-new-tokens", "80"];
+        args.extend_from_slice(spec);
+        let w = generate_json(&args);
+        assert_eq!(v["tokens"], w["tokens"], "{spec:?}");
+        let forwards = w["target_forwards"].as_u64().unwrap();
+        let accepted = w["accepted_tokens"].as_u64().unwrap();
+        let tokens = w["tokens"].as_array().unwrap().len() as u64;
+        // The prefill's token, then per forward its accepted drafts and one more (the
+        // last forward's may run past the stop token).
+        assert!(1 + forwards + accepted >= tokens, "{spec:?}: {w}");
+        assert!(2 * forwards < tokens, "{spec:?}: {w}");
+        assert!(w["mean_accepted"].as_f64().unwrap() > 1.5, "{spec:?}: {w}");
+    }
 }
 
 /// The committed NVFP4 copy of the demo model (`edge-llm quantize`) loads, with W4A16

@@ -33,10 +33,37 @@ pub struct EngineArgs {
     /// cache) or longest (also unmarked earlier prompt ends).
     #[arg(long, default_value = "exact")]
     pub reuse: ReusePolicy,
-    /// MTP speculative decoding: tokens drafted per target forward (0 = off). Used for
-    /// greedy decoding on models with an MTP head; output is identical to plain greedy.
-    #[arg(long, default_value_t = 0)]
-    pub draft_tokens: usize,
+    /// MTP speculative decoding: off, linear (a chain of drafts) or tree (a token
+    /// tree verified in one forward). Lossless: greedy output is identical to `off`,
+    /// sampled output has the same distribution. Models without an MTP head decode
+    /// token by token whatever this says.
+    #[arg(long, value_enum, default_value_t = SpecMode::DEFAULT)]
+    pub spec: SpecMode,
+    /// Draft depth (default: 3 for linear, 4 for tree).
+    #[arg(long)]
+    pub draft_steps: Option<usize>,
+    /// Tree: children proposed per expanded node, and nodes expanded per depth.
+    #[arg(long, default_value_t = 4)]
+    pub tree_top_k: usize,
+    /// Tree: nodes verified per target forward, the root included.
+    #[arg(long, default_value_t = 16)]
+    pub tree_nodes: usize,
+}
+
+/// The `--spec` modes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecMode {
+    /// One target forward per token.
+    Off,
+    /// A chain of MTP drafts.
+    Linear,
+    /// A tree of MTP drafts.
+    Tree,
+}
+
+impl SpecMode {
+    /// The mode measured fastest on the CPU (docs/PERFORMANCE.md, speculation).
+    pub const DEFAULT: SpecMode = SpecMode::Tree;
 }
 
 impl EngineArgs {
@@ -53,9 +80,20 @@ impl EngineArgs {
             prefill_chunk: self.prefill_chunk,
             snapshot_stride: self.snapshot_stride,
             reuse: self.reuse,
-            speculation: (self.draft_tokens > 0 && mtp_available).then_some(SpecConfig {
-                draft_tokens: self.draft_tokens,
-            }),
+            speculation: self.spec_config().filter(|_| mtp_available),
+        }
+    }
+
+    /// The speculation these flags ask for (`None` for `--spec off`).
+    pub fn spec_config(&self) -> Option<SpecConfig> {
+        match self.spec {
+            SpecMode::Off => None,
+            SpecMode::Linear => Some(SpecConfig::linear(self.draft_steps.unwrap_or(3))),
+            SpecMode::Tree => Some(SpecConfig::tree(
+                self.draft_steps.unwrap_or(4),
+                self.tree_top_k,
+                self.tree_nodes,
+            )),
         }
     }
 }

@@ -184,16 +184,19 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let text = reply_text(tokenizer.as_ref(), &out)?;
     if a.json {
         let mut v = requests::output_json(&out, text.as_deref());
-        v["speculation"] = match out.speculation {
-            Some(s) => serde_json::json!({
-                "draft_tokens": a.engine.draft_tokens,
-                "verify_forwards": s.verify_forwards,
-                "recompute_forwards": s.recompute_forwards,
+        v["speculation"] = match (out.speculation, a.engine.spec_config()) {
+            (Some(s), Some(c)) => serde_json::json!({
+                "mode": format!("{:?}", a.engine.spec).to_lowercase(),
+                "draft_steps": c.draft_steps,
+                "tree_top_k": c.shape().0,
+                "tree_nodes": c.shape().1,
                 "drafted": s.drafted,
-                "accepted": s.accepted,
-                "tokens_per_verify": s.tokens_per_verify(),
+                "draft_ms": s.draft_ms,
+                "tree_ms": s.tree_ms,
+                "verify_ms": s.verify_ms,
+                "commit_ms": s.commit_ms,
             }),
-            None => serde_json::Value::Null,
+            _ => serde_json::Value::Null,
         };
         println!("{v}");
     } else if let Some(text) = text {

@@ -66,6 +66,12 @@ fn parse_line(
 
 /// The JSON object a finished request prints.
 pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
+    // Without speculation every decode forward emits one token (the first token comes
+    // from the prefill).
+    let (target_forwards, accepted, mean) = match out.speculation {
+        Some(s) => (s.target_forwards, s.accepted, s.mean_accepted()),
+        None => (out.tokens.len().saturating_sub(1), 0, 1.0),
+    };
     json!({
         "tokens": out.tokens,
         "text": text,
@@ -76,6 +82,9 @@ pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
         "decode_ms": out.decode_ms,
         "decode_tokens_per_s": out.decode_tokens_per_s(),
         "stop_reason": out.stop.name(),
+        "target_forwards": target_forwards,
+        "accepted_tokens": accepted,
+        "mean_accepted": mean,
     })
 }
 
