@@ -95,6 +95,57 @@ fn score_writes_every_position() {
     std::fs::remove_file(out).ok();
 }
 
+/// `score --mtp-logits-out` against the MTP logits of the independent torch reference
+/// (tools/reference/qwen35_ref.py, spec §7) stored with the fixture.
+#[test]
+fn score_writes_mtp_logits_matching_the_reference() {
+    let dir = fixture("qwen35-tiny-f32");
+    let expected = std::fs::read(format!("{dir}/expected.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&expected).unwrap();
+    let ids: Vec<String> = (st.tensor("prompt_ids").unwrap().data().chunks_exact(8))
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()).to_string())
+        .collect();
+    let want: Vec<f32> = (st.tensor("mtp_logits").unwrap().data().chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let out = std::env::temp_dir().join(format!("edge-cli-mtp-{}.safetensors", std::process::id()));
+    let o = bin()
+        .args(["score", "--model", &dir, "--prompt-ids", &ids.join(",")])
+        .arg("--mtp-logits-out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(logits_shape(&out), vec![ids.len() - 1, 256]);
+    let bytes = std::fs::read(&out).unwrap();
+    let got = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let got: Vec<f32> = (got.tensor("logits").unwrap().data().chunks_exact(4))
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(worst <= 2e-3, "MTP logits differ by {worst}");
+    std::fs::remove_file(out).ok();
+    // A model without an MTP head, and a one-token prompt, are clear errors.
+    let o = bin()
+        .args([
+            "score",
+            "--model",
+            &dir,
+            "--prompt-ids",
+            "5",
+            "--mtp-logits-out",
+        ])
+        .arg(std::env::temp_dir().join("never-written.safetensors"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at least 2"));
+}
+
 #[test]
 fn inspect_reports_quantization_and_state_sizes() {
     let o = bin()
