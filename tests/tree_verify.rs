@@ -101,11 +101,15 @@ fn tree_rows_get_their_paths_logits_and_commit_equals_decoding() {
             let out = model.forward(&mut cpu, &batch, &mut c).unwrap();
             assert_eq!(c.sequence(seq).unwrap().len, 30, "a tree is provisional");
             assert_eq!(c.save_state(seq).unwrap(), before, "the state is untouched");
+            // f32 rounding differences (tree vs token-by-token summation order):
+            // 1e-4 relative; FP8 pages round keys and values to 3 mantissa bits and
+            // can turn such a difference into one code step, so they get 1e-2.
+            let tol = if dtype == KvDType::F32 { 1e-4 } else { 1e-2 };
             for i in 0..TOKENS.len() {
                 let toks: Vec<u32> = path(i).iter().map(|&r| TOKENS[r]).collect();
                 let want = decoded(&model, block, dtype, &toks);
                 let d = rel_diff(&out.logits[i * vocab..][..vocab], want.last().unwrap());
-                assert!(d < 1e-4, "{dir} {block} {dtype:?}: row {i} differs by {d}");
+                assert!(d < tol, "{dir} {block} {dtype:?}: row {i} differs by {d}");
             }
             // Commit the path 0 → 1 → 3 → 6 → 8, then decode on: as if decoded.
             let accepted = path(8);
@@ -125,10 +129,8 @@ fn tree_rows_get_their_paths_logits_and_commit_equals_decoding() {
                 let b = StepBatch::single(seq, &[t], pos, LogitRows::Last);
                 let got = model.forward(&mut cpu, &b, &mut c).unwrap().logits;
                 let d = rel_diff(&got, &want[accepted.len() + i]);
-                // FP8 pages with int8 activations: running the path as a chain prefill
-                // instead of decoding it shows the same one-step deviation (7e-3), so
-                // it is the chain-vs-decode rounding FP8 amplifies, not the commit.
-                let tol = if dtype == KvDType::F32 { 1e-4 } else { 1e-2 };
+                // (Running the path as a chain prefill instead of decoding it shows the
+                // same FP8 deviation, 7e-3.)
                 assert!(
                     d < tol,
                     "{dir} {block} {dtype:?}: after commit, step {i}: {d}"

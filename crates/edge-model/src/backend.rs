@@ -308,8 +308,8 @@ pub trait Backend: Sized + Send {
     );
     /// The gates, the delta rule (carrying each span's recurrent state) and the gated
     /// norm: `out` is `[rows, value_heads · value_dim]`, token-major. A tree span's
-    /// rows each continue the committed state along their ancestor path, one token
-    /// step at a time as decoding would, and leave the state unchanged.
+    /// rows each continue the committed state along their ancestor path (without a
+    /// state per row) and leave the state unchanged.
     fn gdn_recurrence(
         &mut self,
         layer: &GatedDeltaNet<Self>,
@@ -320,7 +320,7 @@ pub trait Backend: Sized + Send {
     );
     /// Advances `span`'s conv window and recurrent state along `path` (rows of the
     /// span, root first, each the child of the one before) from what `kept` holds:
-    /// the accepted path of a token tree, one token step at a time.
+    /// the accepted path of a token tree.
     fn gdn_commit(
         &mut self,
         layer: &GatedDeltaNet<Self>,

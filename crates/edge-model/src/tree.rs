@@ -47,9 +47,10 @@ pub struct AcceptedPath {
 
 impl<B: Backend> Qwen35Model<B> {
     /// Keeps the accepted path of each listed sequence's tree from the pass that
-    /// returned `tree`: the sequence grows by the path's length, holding exactly what
-    /// running the path's tokens as a chain would have stored (the same keys and
-    /// values, and the recurrent state advanced one token at a time as decoding does).
+    /// returned `tree`: the sequence grows by the path's length, holding what running
+    /// the path's tokens would have stored (the keys and values the tree pass computed
+    /// for them, and the recurrent state advanced along the path, equal to decoding's
+    /// up to f32 summation order).
     /// Sequences of the pass not listed keep their committed rows and state; their tree
     /// rows are abandoned. Consumes `tree` and frees its buffers.
     ///

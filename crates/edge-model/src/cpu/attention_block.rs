@@ -89,23 +89,27 @@ impl Visibility<'_> {
 /// qs.dim]` to `out`.
 pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     dispatch!(attend_queries_portable, (qs: &Queries, kv: &KvView, out: &mut [f32]) {
-        attend_body(qs, kv, out)
+        // Few queries (a decode-sized tree) would waste most of a 64-column block.
+        match qs.count {
+            0..=16 => attend_body::<16>(qs, kv, out),
+            17..=32 => attend_body::<32>(qs, kv, out),
+            _ => attend_body::<QUERY_BLOCK>(qs, kv, out),
+        }
     })
 }
 
 #[inline(always)]
-fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
+fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     let (q, q_stride, n_q, d, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.scale);
     let vis = qs.visibility;
-    // Qᵀ and the scores always have QUERY_BLOCK columns: a short last block is padded
-    // with zero queries, so the score product runs on whole register blocks (its
-    // column-edge loop was a seventh of a long-context prompt chunk that ended in a
-    // short block); the padded columns are never read.
-    const QB: usize = QUERY_BLOCK;
+    // Qᵀ and the scores always have QB columns: a short last block is padded with zero
+    // queries, so the score product runs on whole register blocks (its column-edge
+    // loop was a seventh of a long-context prompt chunk that ended in a short block);
+    // the padded columns are never read.
     let mut qt = vec![0.0f32; d * QB];
     let mut scores = Vec::new();
-    for i0 in (0..n_q).step_by(QUERY_BLOCK) {
-        let qb = QUERY_BLOCK.min(n_q - i0);
+    for i0 in (0..n_q).step_by(QB) {
+        let qb = QB.min(n_q - i0);
         let nk = vis.rows(i0, qb);
         // Qᵀ of the block, `[d, QB]`.
         if qb < QB {
@@ -135,7 +139,7 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         // vectorises (a mask test per element kept the whole softmax scalar, a quarter
         // of a long-context prompt chunk). Only the rows after them are masked.
         let shared = vis.shared(i0);
-        let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
+        let mut max = [f32::NEG_INFINITY; QB];
         let max = &mut max[..qb];
         for row in scores[..shared * QB].chunks_exact(QB) {
             for (m, &x) in max.iter_mut().zip(row) {
@@ -149,7 +153,7 @@ fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
                 }
             }
         }
-        let mut sum = [0.0f32; QUERY_BLOCK];
+        let mut sum = [0.0f32; QB];
         for row in scores[..shared * QB].chunks_exact_mut(QB) {
             for ((x, &m), t) in row.iter_mut().zip(max.iter()).zip(sum.iter_mut()) {
                 *x = weight_exp(*x - m);

@@ -3,16 +3,15 @@
 //! unchanged; a commit then advances the state along the accepted path from the kept
 //! inputs.
 //!
-//! Every tree row runs the same floating-point operations as decoding its path one
-//! token at a time would (the one-token conv and the one-token delta rule), so a tree
-//! row's output, and the state a commit leaves, equal a decode step's bit for bit.
-//! Recurrent states are not built per row: a depth-first walk keeps one state per
-//! depth of the current path (the tree's depth, not its size).
+//! The conv runs the one-token conv's operations on each row's window. The delta rule
+//! never builds a state per row: [`delta_tree`] computes every row from the committed
+//! state and its ancestors' low-rank updates (one sweep over the state for the whole
+//! tree), and a commit applies the accepted path's updates in one more sweep.
 
-use super::delta_rule::{self, HeadInputs};
+use super::delta_tree::{self, TreeHead};
 use super::gdn;
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
-use crate::backend::{ForwardPlan, SpanPlan, TreePlan};
+use crate::backend::{ForwardPlan, SpanPlan};
 use crate::layers::gdn::GatedDeltaNet;
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
@@ -86,43 +85,8 @@ pub fn conv(
     }
 }
 
-/// The per-row inputs of one value head's delta rule.
-struct HeadView<'a> {
-    layer: &'a Layer,
-    x: &'a gdn::Inputs<'a>,
-    span: &'a SpanPlan,
-    head: usize,
-}
-
-impl HeadView<'_> {
-    /// Row `i` of the span as one token's inputs (`beta` and `g` in the caller's
-    /// one-element buffers).
-    fn token<'b>(
-        &'b self,
-        i: usize,
-        beta: &'b mut [f32; 1],
-        g: &'b mut [f32; 1],
-    ) -> HeadInputs<'b> {
-        let (hk, hv, dk, dv) = self.layer.dims();
-        let (j, n, r0) = (self.head, self.span.len(), self.span.rows.start);
-        let kh = j / (hv / hk);
-        let r = r0 + i;
-        beta[0] = sigmoid(self.x.b[r * hv + j]);
-        g[0] = self.layer.neg_a[j] * softplus(self.x.a[r * hv + j] + self.layer.dt_bias[j]);
-        HeadInputs {
-            q: &self.x.q[(r0 * hk + kh * n + i) * dk..][..dk],
-            k: &self.x.k[(r0 * hk + kh * n + i) * dk..][..dk],
-            v: &self.x.v[(r0 * hv + j * n + i) * dv..][..dv],
-            beta: &beta[..],
-            g: &g[..],
-            dk,
-            dv,
-        }
-    }
-}
-
 /// The delta rule and gated norm of each tree span's rows: row `i` continues the
-/// committed state along its path, one token step per ancestor; writes its
+/// committed state along its path ([`delta_tree`]), which stays unchanged; writes its
 /// `[value_heads · value_dim]` output row of `out` (token-major).
 pub fn recurrence(
     layer: &Layer,
@@ -131,7 +95,7 @@ pub fn recurrence(
     x: gdn::Inputs<'_>,
     out: &mut [f32],
 ) {
-    let (_, hv, dk, dv) = layer.dims();
+    let (hk, hv, dk, dv) = layer.dims();
     let slots = state.slots_mut(&plan.slots());
     let mut items = Vec::new();
     for (span, (_, committed)) in plan.spans.iter().zip(&slots) {
@@ -142,22 +106,29 @@ pub fn recurrence(
         }
     }
     let x = &x;
-    let results: Vec<_> = items
-        .into_par_iter()
+    let results: Vec<_> = (items.into_par_iter())
         .map(|(span, tree, j, committed)| {
-            let view = HeadView {
+            let (n, r0) = (span.len(), span.rows.start);
+            let (beta, g) = gates(
                 layer,
-                x,
-                span,
-                head: j,
+                x.b,
+                x.a,
+                j,
+                (r0..r0 + n).collect::<Vec<_>>().as_slice(),
+            );
+            let kh = j / (hv / hk);
+            let head = TreeHead {
+                q: &x.q[(r0 * hk + kh * n) * dk..][..n * dk],
+                k: &x.k[(r0 * hk + kh * n) * dk..][..n * dk],
+                v: &x.v[(r0 * hv + j * n) * dv..][..n * dv],
+                beta: &beta,
+                g: &g,
+                parents: &tree.parents,
+                dk,
+                dv,
             };
-            let mut o = vec![0.0f32; span.len() * dv];
-            walk(tree, committed, dk * dv, |i, parent_state, state| {
-                state.copy_from_slice(parent_state);
-                let (mut beta, mut g) = ([0.0], [0.0]);
-                let inp = view.token(i, &mut beta, &mut g);
-                delta_rule::recurrent(&inp, state, &mut o[i * dv..][..dv]);
-            });
+            let mut o = vec![0.0f32; n * dv];
+            delta_tree::outputs(&head, committed, &mut o);
             (span, j, o)
         })
         .collect();
@@ -176,39 +147,14 @@ pub fn recurrence(
     }
 }
 
-/// Visits the tree's rows depth-first, calling `step(row, parent_state, state)` with
-/// the state after the row's parent (`committed` for a root) and the buffer the row's
-/// own state goes to; keeps one `len`-long state per depth.
-fn walk(
-    tree: &TreePlan,
-    committed: &[f32],
-    len: usize,
-    mut step: impl FnMut(usize, &[f32], &mut [f32]),
-) {
-    let n = tree.parents.len();
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut roots = Vec::new();
-    for (i, p) in tree.parents.iter().enumerate() {
-        match p {
-            Some(p) => children[*p as usize].push(i),
-            None => roots.push(i),
-        }
-    }
-    let mut states: Vec<Vec<f32>> = Vec::new();
-    // (row, depth), children pushed in reverse so they pop in order.
-    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
-    while let Some((row, depth)) = stack.pop() {
-        if states.len() <= depth {
-            states.push(vec![0.0; len]);
-        }
-        let (before, rest) = states.split_at_mut(depth);
-        let parent: &[f32] = match depth {
-            0 => committed,
-            d => &before[d - 1],
-        };
-        step(row, parent, &mut rest[0]);
-        stack.extend(children[row].iter().rev().map(|&c| (c, depth + 1)));
-    }
+/// Value head `j`'s write strengths `β` and log decays `g` of batch `rows`.
+fn gates(layer: &Layer, b: &[f32], a: &[f32], j: usize, rows: &[usize]) -> (Vec<f32>, Vec<f32>) {
+    let hv = layer.value_heads;
+    let beta = rows.iter().map(|&r| sigmoid(b[r * hv + j])).collect();
+    let g = (rows.iter())
+        .map(|&r| layer.neg_a[j] * softplus(a[r * hv + j] + layer.dt_bias[j]))
+        .collect();
+    (beta, g)
 }
 
 /// Advances `span`'s conv window and state along `path` (span rows, root first) from
@@ -249,22 +195,20 @@ pub fn commit(
     let mut slots = state.slots_mut(&[span.slot]);
     let (_, recurrent) = slots.pop().expect("one slot");
     let items: Vec<(usize, &mut [f32])> = recurrent.chunks_mut(dk * dv).enumerate().collect();
+    let chain: Vec<Option<u32>> = (0..m as u32).map(|i| i.checked_sub(1)).collect();
     par::for_each(items, |(j, s)| {
         let kh = j / (hv / hk);
-        let beta: Vec<f32> = rows.iter().map(|&r| sigmoid(b[r * hv + j])).collect();
-        let g: Vec<f32> = (rows.iter())
-            .map(|&r| layer.neg_a[j] * softplus(a[r * hv + j] + layer.dt_bias[j]))
-            .collect();
-        let inp = HeadInputs {
+        let (beta, g) = gates(layer, b, a, j, &rows);
+        let head = TreeHead {
             q: &q[kh * m * dk..][..m * dk],
             k: &k[kh * m * dk..][..m * dk],
             v: &v[j * m * dv..][..m * dv],
             beta: &beta,
             g: &g,
+            parents: &chain,
             dk,
             dv,
         };
-        let mut o = vec![0.0; m * dv];
-        delta_rule::recurrent(&inp, s, &mut o);
+        delta_tree::advance(&head, s);
     });
 }
