@@ -53,6 +53,62 @@ pub fn write_random_checkpoint(
     dtype: SyntheticDType,
     seed: u64,
 ) -> Result<()> {
+    write_checkpoint(dir, config_json, dtype, seed, |_, _| {})
+}
+
+/// Like [`write_random_checkpoint`], with an MTP head and an untied `lm_head` added to
+/// the config, but with weights whose greedy continuation is known: the target
+/// predicts token `t + 1` after token `t`, and so does the MTP head, so speculation
+/// accepts every draft on the main path. Every layer still does its full work (random
+/// weights of the same shapes), only the mixers' and MLPs' writes to the residual
+/// stream are scaled down (× 0.01) and `lm_head` is the embedding shifted by one row:
+/// the hidden state stays close to the current token's embedding, and row `t + 1` of
+/// `lm_head` is that embedding. It makes the cost of verifying long accepted runs and
+/// big trees measurable on a random benchmark model.
+pub fn write_predictable_checkpoint(
+    dir: &Path,
+    config_json: &serde_json::Value,
+    dtype: SyntheticDType,
+    seed: u64,
+) -> Result<()> {
+    let mut config_json = config_json.clone();
+    config_json["mtp_num_hidden_layers"] = 1.into();
+    config_json["tie_word_embeddings"] = false.into();
+    let config = Qwen35Config::from_json(&config_json, None)?;
+    let (h, v) = (config.hidden_size, config.vocab_size);
+    write_checkpoint(dir, &config_json, dtype, seed, |tensors, find| {
+        for (name, values) in tensors.iter_mut() {
+            let residual_write = ["o_proj.weight", "out_proj.weight", "down_proj.weight"];
+            if residual_write.iter().any(|s| name.ends_with(s)) {
+                values.iter_mut().for_each(|x| *x *= 0.01);
+            }
+            if name == "mtp.fc.weight" {
+                // `[h, 2h]`: the normed embedding half through, the hidden half off.
+                values.fill(0.0);
+                for i in 0..h {
+                    values[i * 2 * h + i] = 1.0;
+                }
+            }
+        }
+        let embedding = tensors[find("model.embed_tokens.weight")].1.clone();
+        let lm_head = &mut tensors[find("lm_head.weight")].1;
+        for t in 0..v {
+            let from = (t + v - 1) % v;
+            lm_head[t * h..][..h].copy_from_slice(&embedding[from * h..][..h]);
+        }
+    })
+}
+
+/// Named tensor values, in manifest order.
+type Tensors = Vec<(String, Vec<f32>)>;
+
+fn write_checkpoint(
+    dir: &Path,
+    config_json: &serde_json::Value,
+    dtype: SyntheticDType,
+    seed: u64,
+    adjust: impl FnOnce(&mut Tensors, &dyn Fn(&str) -> usize),
+) -> Result<()> {
     let config = Qwen35Config::from_json(config_json, None)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -64,12 +120,13 @@ pub fn write_random_checkpoint(
     std::fs::write(&config_path, text).map_err(io(&config_path))?;
 
     let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
-    for spec in tensor_manifest(&config) {
+    let manifest = tensor_manifest(&config);
+    let mut values: Tensors = Vec::with_capacity(manifest.len());
+    for spec in &manifest {
         let n: usize = spec.shape.iter().product();
         let fan_in = *spec.shape.last().unwrap_or(&1) as f32;
         let mut next = || uniform(&mut rng);
-        let values: Vec<f32> = match spec.role {
+        let values_of: Vec<f32> = match spec.role {
             TensorRole::Linear => {
                 let a = (3.0 / fan_in).sqrt();
                 (0..n).map(|_| next() * a).collect()
@@ -81,6 +138,17 @@ pub fn write_random_checkpoint(
             TensorRole::ALog => (0..n).map(|_| (1.0 + 7.5 * (next() + 1.0)).ln()).collect(),
             TensorRole::DtBias => (0..n).map(|_| next() * 0.5).collect(),
         };
+        values.push((spec.name.clone(), values_of));
+    }
+    let names: Vec<String> = values.iter().map(|(n, _)| n.clone()).collect();
+    let find = |name: &str| {
+        (names.iter())
+            .position(|n| n == name)
+            .expect("the manifest names the tensor")
+    };
+    adjust(&mut values, &find);
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (spec, (_, values)) in manifest.into_iter().zip(values) {
         let bytes = match dtype {
             SyntheticDType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             SyntheticDType::Bf16 => values

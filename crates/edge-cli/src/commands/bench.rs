@@ -1,11 +1,14 @@
 //! `edge-llm bench`: end-to-end speed of prefill and decode, beside the memory
 //! bandwidth bound; and `bench synth` to write the random benchmark model.
 
+use super::bench_verify::median;
 use super::engine_args::EngineArgs;
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_core::read_bandwidth::ReadProbe;
-use edge_model::synthetic::{SyntheticDType, bench_0p5b_config, write_random_checkpoint};
+use edge_model::synthetic::{
+    SyntheticDType, bench_0p5b_config, write_predictable_checkpoint, write_random_checkpoint,
+};
 use edge_model::{ActivationMode, LoadOptions, Qwen35Model};
 use edge_runtime::{Engine, GenerateRequest};
 use std::path::PathBuf;
@@ -18,6 +21,8 @@ pub enum BenchCommand {
     Decode(DecodeArgs),
     /// Write the ≈0.53B random benchmark checkpoint (bf16).
     Synth(SynthArgs),
+    /// Time token-tree verification forwards against a one-token decode step.
+    Verify(super::bench_verify::VerifyArgs),
 }
 
 /// Flags of `bench decode`.
@@ -63,17 +68,27 @@ pub struct SynthArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Add an MTP head and make the continuation predictable (token t + 1 after t, for
+    /// the target and the head alike), so speculation accepts its drafts: the cost of
+    /// verification becomes measurable on a random model.
+    #[arg(long)]
+    pub predictable: bool,
 }
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Synth(a) => {
-            write_random_checkpoint(&a.out, &bench_0p5b_config(), SyntheticDType::Bf16, a.seed)?;
+            let write = match a.predictable {
+                true => write_predictable_checkpoint,
+                false => write_random_checkpoint,
+            };
+            write(&a.out, &bench_0p5b_config(), SyntheticDType::Bf16, a.seed)?;
             eprintln!("wrote {}", a.out.display());
             Ok(())
         }
         BenchCommand::Decode(a) => decode(a),
+        BenchCommand::Verify(a) => super::bench_verify::run(a),
     }
 }
 
@@ -156,10 +171,4 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     }
     Ok(())
-}
-
-/// The median of a non-empty list.
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
