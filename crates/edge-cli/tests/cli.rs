@@ -278,7 +278,7 @@ fn generate_takes_tools_and_system_flags() {
 
 #[test]
 fn embedded_demo_model_answers_with_a_tool_call() {
-    let v = generate_json(&["--max-new-tokens", "80", "--spec", "off"]);
+    let v = generate_json(&["--max-new-tokens", "80"]);
     let text = v["text"].as_str().unwrap();
     assert!(
         text.contains("<tool_call>") && text.contains("<function="),
@@ -287,7 +287,9 @@ fn embedded_demo_model_answers_with_a_tool_call() {
     // A reply that ended on its stop token shows the reply, not the token.
     assert_eq!(v["stop_reason"], "stop", "{v}");
     assert!(text.trim_end().ends_with("</tool_call>"), "{text}");
+    // The default (`auto`) decodes the cache-resident demo model token by token.
     assert_eq!(v["mean_accepted"], 1.0);
+    assert!(v["speculation"].is_null());
     // Speculative decoding, chain and tree, gives the same tokens in fewer target
     // forwards.
     for spec in [
@@ -302,7 +304,6 @@ fn embedded_demo_model_answers_with_a_tool_call() {
             "--tree-nodes",
             "12",
         ],
-        &[],
     ] {
         let mut args = vec!["--max-new-tokens", "80"];
         args.extend_from_slice(spec);

@@ -87,6 +87,23 @@ impl SpecConfig {
     }
 }
 
+/// Per-token weight bytes up to which [`SpecConfig::fastest_on_cpu`] turns speculation
+/// off: such a model's weights stay in the last-level cache, decoding is compute-bound
+/// and verifying `k` rows costs nearly `k` decode steps.
+pub const CPU_CACHE_RESIDENT_BYTES: usize = 64 << 20;
+
+impl SpecConfig {
+    /// The speculation measured fastest on the CPU for a model that reads
+    /// `weight_bytes_per_token` per decode step (docs/PERFORMANCE.md, speculation):
+    /// none for a cache-resident model (the 21 MB demo model decodes 1.4–1.6× faster
+    /// without), else a chain of 3 drafts (on the 0.53B shape, 1.06 GB, it decodes 2–3×
+    /// faster than without; a tree verifies more nodes than the CPU's matmuls handle at
+    /// the cost of one, and is faster only where a forward's cost is flat in its rows).
+    pub fn fastest_on_cpu(weight_bytes_per_token: usize) -> Option<SpecConfig> {
+        (weight_bytes_per_token > CPU_CACHE_RESIDENT_BYTES).then(|| SpecConfig::linear(3))
+    }
+}
+
 impl Default for SpecConfig {
     /// A chain of 3 drafts.
     fn default() -> Self {

@@ -115,22 +115,29 @@ impl DraftPool {
 }
 
 /// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
-/// most likely first (ties: the lower token id first, as argmax).
+/// most likely first (ties: the lower token id first, as argmax). One pass keeps the
+/// best `k` in a small sorted buffer (k is a tree's branching, a handful), a second
+/// sums the exponentials.
 pub(crate) fn top_k_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
-    let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
-    let cmp =
-        |a: &u32, b: &u32| (logits[*b as usize].total_cmp(&logits[*a as usize])).then(a.cmp(b));
-    let k = k.min(ids.len());
-    if k < ids.len() && k > 0 {
-        ids.select_nth_unstable_by(k - 1, cmp);
+    let k = k.min(logits.len());
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    let mut max = f32::NEG_INFINITY;
+    for (i, &l) in logits.iter().enumerate() {
+        if l.is_nan() {
+            continue;
+        }
+        max = max.max(l);
+        // Strictly better than the current k-th (NaN never enters): equal logits keep
+        // the earlier, lower id ahead.
+        if best.len() == k && !(k > 0 && l > best[k - 1].1) {
+            continue;
+        }
+        let at = best.partition_point(|&(_, b)| b >= l);
+        best.insert(at, (i as u32, l));
+        best.truncate(k);
     }
-    ids.truncate(k);
-    ids.sort_by(cmp);
-    ids.into_iter()
-        .map(|t| (t, logits[t as usize] - log_sum))
-        .collect()
+    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
+    best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
 }
 
 #[cfg(test)]
@@ -149,6 +156,9 @@ mod tests {
         let z: f32 = logits.iter().map(|l| l.exp()).sum();
         assert!((top[0].1 - (3.0f32.exp() / z).ln()).abs() < 1e-6);
         assert_eq!(top_k_log_probs(&logits, 9).len(), 5);
+        let with_nan = [0.0, f32::NAN, 1.0];
+        let ids: Vec<u32> = top_k_log_probs(&with_nan, 3).iter().map(|t| t.0).collect();
+        assert_eq!(ids, vec![2, 0], "NaN is never drafted");
     }
 
     #[test]

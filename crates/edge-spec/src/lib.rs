@@ -19,7 +19,7 @@ pub mod sampling;
 mod speculator;
 
 pub use accept::{Acceptance, DraftTree, accept};
-pub use config::{Drafting, SpecConfig, SpecStats};
+pub use config::{CPU_CACHE_RESIDENT_BYTES, Drafting, SpecConfig, SpecStats};
 pub use error::{Result, SpecError};
 pub use sampling::{Distribution, Sampler, SamplingParams};
 pub use speculator::Speculator;

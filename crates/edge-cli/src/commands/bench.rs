@@ -110,7 +110,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         })
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
-    let mut config = a.engine.config(model.mtp().is_some());
+    let mut config = a.engine.config(&model);
     config.cache.prefix_cache = false;
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
     // attention layers' rows up to the step's position (the MTP head's are not read).

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use edge_kvcache::{CacheConfig, KvDType};
+use edge_model::Qwen35Model;
 use edge_runtime::{EngineConfig, ReusePolicy};
 use edge_spec::SpecConfig;
 
@@ -33,11 +34,12 @@ pub struct EngineArgs {
     /// cache) or longest (also unmarked earlier prompt ends).
     #[arg(long, default_value = "exact")]
     pub reuse: ReusePolicy,
-    /// MTP speculative decoding: off, linear (a chain of drafts) or tree (a token
-    /// tree verified in one forward). Lossless: greedy output is identical to `off`,
-    /// sampled output has the same distribution. Models without an MTP head decode
-    /// token by token whatever this says.
-    #[arg(long, value_enum, default_value_t = SpecMode::DEFAULT)]
+    /// MTP speculative decoding: auto (the mode measured fastest on the CPU for the
+    /// model's size: off for cache-resident models like the demo, else linear), off,
+    /// linear (a chain of drafts) or tree (a token tree verified in one forward).
+    /// Lossless: greedy output is identical to `off`, sampled output has the same
+    /// distribution. Models without an MTP head decode token by token.
+    #[arg(long, value_enum, default_value_t = SpecMode::Auto)]
     pub spec: SpecMode,
     /// Draft depth (default: 3 for linear, 4 for tree).
     #[arg(long)]
@@ -53,6 +55,8 @@ pub struct EngineArgs {
 /// The `--spec` modes.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecMode {
+    /// [`SpecConfig::fastest_on_cpu`] for the model.
+    Auto,
     /// One target forward per token.
     Off,
     /// A chain of MTP drafts.
@@ -61,15 +65,10 @@ pub enum SpecMode {
     Tree,
 }
 
-impl SpecMode {
-    /// The mode measured fastest on the CPU (docs/PERFORMANCE.md, speculation).
-    pub const DEFAULT: SpecMode = SpecMode::Tree;
-}
-
 impl EngineArgs {
-    /// The engine configuration these flags describe. Speculation is only asked for
-    /// when `mtp_available` (the model has an MTP head).
-    pub fn config(&self, mtp_available: bool) -> EngineConfig {
+    /// The engine configuration these flags describe for `model`. Speculation is only
+    /// asked for when the model has an MTP head.
+    pub fn config(&self, model: &Qwen35Model) -> EngineConfig {
         EngineConfig {
             cache: CacheConfig {
                 block_size: self.block_size,
@@ -80,13 +79,14 @@ impl EngineArgs {
             prefill_chunk: self.prefill_chunk,
             snapshot_stride: self.snapshot_stride,
             reuse: self.reuse,
-            speculation: self.spec_config().filter(|_| mtp_available),
+            speculation: self.spec_config(model).filter(|_| model.mtp().is_some()),
         }
     }
 
-    /// The speculation these flags ask for (`None` for `--spec off`).
-    pub fn spec_config(&self) -> Option<SpecConfig> {
+    /// The speculation these flags ask for on `model` (`None` for `--spec off`).
+    pub fn spec_config(&self, model: &Qwen35Model) -> Option<SpecConfig> {
         match self.spec {
+            SpecMode::Auto => SpecConfig::fastest_on_cpu(model.weight_bytes_per_token()),
             SpecMode::Off => None,
             SpecMode::Linear => Some(SpecConfig::linear(self.draft_steps.unwrap_or(3))),
             SpecMode::Tree => Some(SpecConfig::tree(

@@ -142,7 +142,7 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         think: a.think,
     };
     let stop_tokens = model.config().eos_token_ids.clone();
-    let config = a.engine.config(model.mtp().is_some());
+    let config = a.engine.config(&model);
     let mut engine = Engine::new(Arc::new(model), config)?;
     let base = GenerateRequest {
         max_new_tokens: a.max_new_tokens,
@@ -184,9 +184,12 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let text = reply_text(tokenizer.as_ref(), &out)?;
     if a.json {
         let mut v = requests::output_json(&out, text.as_deref());
-        v["speculation"] = match (out.speculation, a.engine.spec_config()) {
+        v["speculation"] = match (out.speculation, engine.config().speculation) {
             (Some(s), Some(c)) => serde_json::json!({
-                "mode": format!("{:?}", a.engine.spec).to_lowercase(),
+                "mode": match c.drafting {
+                    edge_spec::Drafting::Linear => "linear",
+                    edge_spec::Drafting::Tree { .. } => "tree",
+                },
                 "draft_steps": c.draft_steps,
                 "tree_top_k": c.shape().0,
                 "tree_nodes": c.shape().1,
