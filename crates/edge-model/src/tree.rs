@@ -76,6 +76,28 @@ impl<B: Backend> Qwen35Model<B> {
             }
         };
         let memory = cache.memory_mut();
+        let rows = paths.iter().map(|p| p.rows.len()).sum();
+        // Inside a pass, as a forward: the CPU backend's parallel regions then run on
+        // its workers (and a decode-sized commit on its spinning team).
+        be.pass(rows, |be| {
+            self.commit_rows(be, &tree, &spans, paths, memory)
+        });
+        for (&s, path) in spans.iter().zip(paths) {
+            cache.set_len(path.seq, tree.plan.spans[s].first + path.rows.len())?;
+        }
+        tree.free(be);
+        Ok(())
+    }
+
+    /// Moves each path's keys and values into place and advances its recurrent state.
+    fn commit_rows(
+        &self,
+        be: &mut B,
+        tree: &TreeInputs<B>,
+        spans: &[usize],
+        paths: &[AcceptedPath],
+        memory: &mut B::Memory,
+    ) {
         let plan = &tree.plan;
         let mut gdn = tree.gdn.iter();
         for layer in &self.layers {
@@ -101,11 +123,6 @@ impl<B: Backend> Qwen35Model<B> {
                 }
             }
         }
-        for (&s, path) in spans.iter().zip(paths) {
-            cache.set_len(path.seq, plan.spans[s].first + path.rows.len())?;
-        }
-        tree.free(be);
-        Ok(())
     }
 
     /// The span of each path, after checking the path against it and the cache.

@@ -5,10 +5,11 @@
 //! a KV head read its rows once, page by page (each page holds one head's rows
 //! contiguously). A longer span (a prompt chunk) first gathers each KV head's visible
 //! rows into a contiguous f32 block, then runs the blocked prompt kernel of
-//! [`super::attention_block`] per query head; a token tree does the same with its
-//! ancestor mask.
+//! [`super::attention_block`] per query head. A short span or a token tree (a
+//! verification) meets the pages directly ([`super::attention_paged`]).
 
-use super::attention_block::{KvView, Queries, Visibility, attend_queries};
+use super::attention_block::{KvView, Queries, attend_queries};
+use super::attention_paged::{GroupQueries, SpanRows, attend_span};
 use super::kv_rows::rows_f32;
 use super::norm::rms_norm_zero_centred;
 use super::simd::{axpy, dispatch, dot, weight_exp};
@@ -98,6 +99,7 @@ pub fn attend(
     let per = group.div_ceil(split);
     let mut items: Vec<(&SpanPlan, usize, &mut [f32])> = Vec::new();
     let mut prompts: Vec<(&SpanPlan, &mut [f32])> = Vec::new();
+    let mut short: Vec<(&SpanPlan, &mut [f32])> = Vec::new();
     let mut rest = out;
     for span in &plan.spans {
         let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len() * width);
@@ -108,10 +110,13 @@ pub fn attend(
                     items.push((span, j * group + i * per, part));
                 }
             }
+        } else if span.tree.is_some() || span.len() <= PAGED_MAX_ROWS {
+            short.push((span, mine));
         } else {
             prompts.push((span, mine));
         }
     }
+    attend_short(layer, kv, short, q);
     par::for_each(items, |(span, first, o)| {
         let qs = &q[span.rows.start * width + first * d..][..o.len()];
         let group_view = GroupView {
@@ -133,9 +138,75 @@ pub fn attend(
     }
 }
 
-/// A prompt span (or a token tree): gather each KV head's rows `0..first + len` (`0..
-/// first + extent` for a tree), then per query head blocks of queries as small
-/// matmuls, causal or masked by the tree.
+/// Chains of at most this many rows, and token trees, attend straight from the pages
+/// ([`super::attention_paged`]); longer spans gather first.
+const PAGED_MAX_ROWS: usize = 16;
+
+/// Short spans and trees: one item per (span, KV head), each meeting every page once.
+fn attend_short(
+    layer: &GatedAttention<super::Cpu>,
+    kv: &HostKv,
+    spans: Vec<(&SpanPlan, &mut [f32])>,
+    q: &[f32],
+) {
+    if spans.is_empty() {
+        return;
+    }
+    let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
+    let group = h / hkv;
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut results: Vec<Vec<f32>> = Vec::new();
+    let mut keys = Vec::new();
+    for (s, (span, _)) in spans.iter().enumerate() {
+        for head in 0..hkv {
+            results.push(vec![0.0; span.len() * group * d]);
+            keys.push((s, head));
+        }
+    }
+    let work: Vec<_> = keys.iter().zip(results.iter_mut()).collect();
+    par::for_each(work, |(&(s, head), o)| {
+        let span = spans[s].0;
+        let chain = |i: usize, offset: usize| offset <= i;
+        let tree = |i: usize, offset: usize| {
+            let t = span.tree.as_ref().expect("a tree span");
+            (t.visible[i] >> offset) & 1 == 1
+        };
+        let (extent, sees): (usize, &(dyn Fn(usize, usize) -> bool + Sync)) = match &span.tree {
+            Some(t) => (t.extent(), &tree),
+            None => (span.len(), &chain),
+        };
+        let rows = SpanRows {
+            pages: &span.pages,
+            head,
+            base: span.first,
+            extent,
+            sees,
+        };
+        let qs = GroupQueries {
+            q: &q[span.rows.start * h * d + head * group * d..],
+            stride: h * d,
+            count: span.len(),
+            group,
+            dim: d,
+            scale,
+        };
+        attend_span(kv, &rows, &qs, o);
+    });
+    // Scatter `[rows, group, d]` per KV head into `[rows, heads, d]`.
+    let mut results = results.into_iter();
+    for (span, out) in spans {
+        for head in 0..hkv {
+            let res = results.next().expect("one result per span and KV head");
+            for (i, row) in res.chunks_exact(group * d).enumerate() {
+                out[(i * h + head * group) * d..][..group * d].copy_from_slice(row);
+            }
+            debug_assert_eq!(res.len(), span.len() * group * d);
+        }
+    }
+}
+
+/// A prompt span: gather each KV head's rows `0..first + len`, then per query head
+/// blocks of queries as small matmuls.
 fn attend_prompt(
     layer: &GatedAttention<super::Cpu>,
     kv: &HostKv,
@@ -145,18 +216,7 @@ fn attend_prompt(
 ) {
     let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
     let tokens = span.len();
-    let (visible, visibility) = match &span.tree {
-        None => (span.first + tokens, Visibility::Causal { pos0: span.first }),
-        Some(tree) => {
-            let extent = tree.extent();
-            let vis = Visibility::Tree {
-                base: span.first,
-                extent,
-                visible: &tree.visible,
-            };
-            (span.first + extent, vis)
-        }
-    };
+    let visible = span.first + tokens;
     let gathered: Vec<(Vec<f32>, Vec<f32>)> = (0..hkv)
         .into_par_iter()
         .map(|head| gather_head(kv, &span.pages, head, visible))
@@ -172,7 +232,7 @@ fn attend_prompt(
                 stride: h * d,
                 count: tokens,
                 dim: d,
-                visibility,
+                pos0: span.first,
                 scale,
             };
             let (keys, values) = &gathered[head / group];

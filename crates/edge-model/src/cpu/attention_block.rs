@@ -1,5 +1,4 @@
-//! Causal attention for a run of consecutive queries of one head (prompts), or masked
-//! attention for the rows of a token tree: per block
+//! Causal attention for a run of consecutive queries of one head (prompts): per block
 //! of [`QUERY_BLOCK`] queries, scores and the weighted value sum are two small matmuls
 //! ([`matmul_acc`]) instead of one dot product and one axpy per visible key.
 
@@ -31,62 +30,13 @@ pub struct Queries<'a> {
     pub count: usize,
     /// Head width.
     pub dim: usize,
-    /// Which cached rows each query sees.
-    pub visibility: Visibility<'a>,
+    /// Absolute position of the first query; query `i` sees positions `0..=pos0 + i`.
+    pub pos0: usize,
     /// Score scale, `1/√dim`.
     pub scale: f32,
 }
 
-/// Which cached rows a run of queries sees.
-#[derive(Clone, Copy)]
-pub enum Visibility<'a> {
-    /// Consecutive positions from `pos0`: query `i` sees rows `0..=pos0 + i`.
-    Causal {
-        /// Absolute position of the first query.
-        pos0: usize,
-    },
-    /// Token-tree rows (at most [`QUERY_BLOCK`]): query `i` sees rows `0..base` and
-    /// row `base + j` for each bit `j` of `visible[i]`; rows up to `base + extent`
-    /// exist.
-    Tree {
-        /// The committed rows every query sees.
-        base: usize,
-        /// Rows past `base` that the tree stores.
-        extent: usize,
-        /// Per query, its visible offsets past `base`.
-        visible: &'a [u64],
-    },
-}
-
-impl Visibility<'_> {
-    /// Rows every query of the block from query `i0` sees.
-    fn shared(&self, i0: usize) -> usize {
-        match *self {
-            Visibility::Causal { pos0 } => pos0 + i0 + 1,
-            Visibility::Tree { base, .. } => base,
-        }
-    }
-
-    /// Rows the block from query `i0` with `qb` queries reads.
-    fn rows(&self, i0: usize, qb: usize) -> usize {
-        match *self {
-            Visibility::Causal { pos0 } => pos0 + i0 + qb,
-            Visibility::Tree { base, extent, .. } => base + extent,
-        }
-    }
-
-    /// Whether query `i` of the run sees row `s` (past the shared rows).
-    #[inline(always)]
-    fn sees(&self, i: usize, s: usize) -> bool {
-        match *self {
-            Visibility::Causal { pos0 } => s <= pos0 + i,
-            Visibility::Tree { base, visible, .. } => (visible[i] >> (s - base)) & 1 == 1,
-        }
-    }
-}
-
-/// Causal (or tree-masked) attention of `qs` over the cache; writes `[qs.count,
-/// qs.dim]` to `out`.
+/// Causal attention of `qs` over the cache; writes `[qs.count, qs.dim]` to `out`.
 pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     dispatch!(attend_queries_portable, (qs: &Queries, kv: &KvView, out: &mut [f32]) {
         // Few queries (a decode-sized tree) would waste most of a 64-column block.
@@ -100,8 +50,7 @@ pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
 
 #[inline(always)]
 fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
-    let (q, q_stride, n_q, d, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.scale);
-    let vis = qs.visibility;
+    let (q, q_stride, n_q, d, pos0, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.pos0, qs.scale);
     // Qᵀ and the scores always have QB columns: a short last block is padded with zero
     // queries, so the score product runs on whole register blocks (its column-edge
     // loop was a seventh of a long-context prompt chunk that ended in a short block);
@@ -110,7 +59,9 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     let mut scores = Vec::new();
     for i0 in (0..n_q).step_by(QB) {
         let qb = QB.min(n_q - i0);
-        let nk = vis.rows(i0, qb);
+        // Positions 0..visible(i) are visible to query i of the block.
+        let visible = |i: usize| pos0 + i0 + i + 1;
+        let nk = visible(qb - 1);
         // Qᵀ of the block, `[d, QB]`.
         if qb < QB {
             qt.fill(0.0);
@@ -138,7 +89,7 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         // of the block: their loops run over the columns without a mask, which
         // vectorises (a mask test per element kept the whole softmax scalar, a quarter
         // of a long-context prompt chunk). Only the rows after them are masked.
-        let shared = vis.shared(i0);
+        let shared = visible(0);
         let mut max = [f32::NEG_INFINITY; QB];
         let max = &mut max[..qb];
         for row in scores[..shared * QB].chunks_exact(QB) {
@@ -148,7 +99,7 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         }
         for (s, row) in scores.chunks_exact(QB).enumerate().skip(shared) {
             for (i, (m, &x)) in max.iter_mut().zip(row).enumerate() {
-                if vis.sees(i0 + i, s) && x > *m {
+                if s < visible(i) && x > *m {
                     *m = x;
                 }
             }
@@ -162,7 +113,7 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         }
         for (s, row) in scores.chunks_exact_mut(QB).enumerate().skip(shared) {
             for (i, x) in row[..qb].iter_mut().enumerate() {
-                *x = if vis.sees(i0 + i, s) {
+                *x = if s < visible(i) {
                     weight_exp(*x - max[i])
                 } else {
                     0.0
@@ -209,7 +160,7 @@ mod tests {
             stride: d,
             count: n_q,
             dim: d,
-            visibility: Visibility::Causal { pos0 },
+            pos0,
             scale: 0.5,
         };
         attend_queries(&qs, &kv, &mut out);

@@ -15,7 +15,6 @@ use crate::backend::{ForwardPlan, SpanPlan};
 use crate::layers::gdn::GatedDeltaNet;
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
-use rayon::prelude::*;
 
 type Layer = GatedDeltaNet<super::Cpu>;
 
@@ -105,34 +104,31 @@ pub fn recurrence(
             }
         }
     }
-    let x = &x;
-    let results: Vec<_> = (items.into_par_iter())
-        .map(|(span, tree, j, committed)| {
-            let (n, r0) = (span.len(), span.rows.start);
-            let (beta, g) = gates(
-                layer,
-                x.b,
-                x.a,
-                j,
-                (r0..r0 + n).collect::<Vec<_>>().as_slice(),
-            );
-            let kh = j / (hv / hk);
-            let head = TreeHead {
-                q: &x.q[(r0 * hk + kh * n) * dk..][..n * dk],
-                k: &x.k[(r0 * hk + kh * n) * dk..][..n * dk],
-                v: &x.v[(r0 * hv + j * n) * dv..][..n * dv],
-                beta: &beta,
-                g: &g,
-                parents: &tree.parents,
-                dk,
-                dv,
-            };
-            let mut o = vec![0.0f32; n * dv];
-            delta_tree::outputs(&head, committed, &mut o);
-            (span, j, o)
-        })
+    // One output block per item, so the items run through `par::for_each` (the
+    // decode step's spinning team when there is one).
+    let mut results: Vec<Vec<f32>> = (items.iter())
+        .map(|(span, ..)| vec![0.0f32; span.len() * dv])
         .collect();
-    for (span, j, o) in results {
+    let x = &x;
+    let work: Vec<_> = items.iter().zip(results.iter_mut()).collect();
+    par::for_each(work, |(&(span, tree, j, committed), o)| {
+        let (n, r0) = (span.len(), span.rows.start);
+        let rows: Vec<usize> = (r0..r0 + n).collect();
+        let (beta, g) = gates(layer, x.b, x.a, j, &rows);
+        let kh = j / (hv / hk);
+        let head = TreeHead {
+            q: &x.q[(r0 * hk + kh * n) * dk..][..n * dk],
+            k: &x.k[(r0 * hk + kh * n) * dk..][..n * dk],
+            v: &x.v[(r0 * hv + j * n) * dv..][..n * dv],
+            beta: &beta,
+            g: &g,
+            parents: &tree.parents,
+            dk,
+            dv,
+        };
+        delta_tree::outputs(&head, committed, o);
+    });
+    for (&(span, _, j, _), o) in items.iter().zip(&results) {
         for (i, row) in o.chunks_exact(dv).enumerate() {
             let r = span.rows.start + i;
             let y = &mut out[(r * hv + j) * dv..][..dv];

@@ -3,6 +3,7 @@
 
 mod attention;
 pub(crate) mod attention_block;
+mod attention_paged;
 mod conv;
 #[cfg(target_arch = "x86_64")]
 mod decode_attention_x86;
