@@ -90,18 +90,6 @@ pub struct StepOutput<B: Backend = Cpu> {
     pub tree: Option<TreeInputs<B>>,
 }
 
-/// Index of the largest logit of a row (the first one on ties; NaN never wins): greedy
-/// decoding, and the choices speculation verifies.
-pub fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] || logits[best].is_nan() {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 /// The loaded model, its weights in backend `B`'s form.
 #[derive(Debug)]
 pub struct Qwen35Model<B: Backend = Cpu> {

@@ -116,17 +116,15 @@ impl DraftPool {
 
 /// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
 /// most likely first (ties: the lower token id first, as argmax). One pass keeps the
-/// best `k` in a small sorted buffer (k is a tree's branching, a handful), a second
-/// sums the exponentials.
+/// best `k` in a small sorted buffer (k is a tree's branching, a handful); the
+/// normaliser is [`edge_model::log_sum_exp`].
 pub(crate) fn top_k_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let k = k.min(logits.len());
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
-    let mut max = f32::NEG_INFINITY;
     for (i, &l) in logits.iter().enumerate() {
         if l.is_nan() {
             continue;
         }
-        max = max.max(l);
         // Strictly better than the current k-th (NaN never enters): equal logits keep
         // the earlier, lower id ahead.
         if best.len() == k && !(k > 0 && l > best[k - 1].1) {
@@ -136,7 +134,7 @@ pub(crate) fn top_k_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
         best.insert(at, (i as u32, l));
         best.truncate(k);
     }
-    let log_sum = logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln() + max;
+    let log_sum = edge_model::log_sum_exp(logits);
     best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
 }
 

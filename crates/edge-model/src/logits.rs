@@ -1,0 +1,94 @@
+//! Reductions over a row of logits that decoding and speculation run per token:
+//! vectorised, since a row is the vocabulary wide and a speculation step reads
+//! several.
+
+use crate::cpu::simd::{dispatch, exp};
+
+/// Index of the largest logit of a row (the first one on ties; NaN never wins, and a
+/// row of NaN gives 0): greedy decoding, and the choices speculation verifies.
+pub fn argmax(logits: &[f32]) -> u32 {
+    let max = max_of(logits);
+    logits.iter().position(|&x| x == max).unwrap_or(0) as u32
+}
+
+/// `ln Σ eˣ` over the row (the log-softmax normaliser), with the maximum subtracted
+/// first; NaN entries are skipped.
+pub fn log_sum_exp(logits: &[f32]) -> f32 {
+    let max = max_of(logits);
+    if max == f32::NEG_INFINITY {
+        return max;
+    }
+    let mut sum = 0.0;
+    sum_exp(logits, max, &mut sum);
+    sum.ln() + max
+}
+
+/// `Σ e^{x − max}` over the non-NaN entries, into `sum`.
+fn sum_exp(logits: &[f32], max: f32, sum: &mut f32) {
+    dispatch!(sum_exp_portable, (logits: &[f32], max: f32, sum: &mut f32) {
+        let mut lanes = [0.0f32; 16];
+        let mut chunks = logits.chunks_exact(16);
+        for c in &mut chunks {
+            for (t, &x) in lanes.iter_mut().zip(c) {
+                let e = exp(x - max);
+                *t += if e.is_nan() { 0.0 } else { e };
+            }
+        }
+        let tail: f32 = (chunks.remainder().iter())
+            .map(|&x| exp(x - max))
+            .filter(|e| !e.is_nan())
+            .sum();
+        *sum = lanes.iter().sum::<f32>() + tail;
+    })
+}
+
+/// The largest non-NaN entry (−∞ for none), in 16 lanes.
+fn max_of(logits: &[f32]) -> f32 {
+    let mut max = f32::NEG_INFINITY;
+    max_into(logits, &mut max);
+    max
+}
+
+fn max_into(logits: &[f32], max: &mut f32) {
+    dispatch!(max_portable, (logits: &[f32], max: &mut f32) {
+        let mut lanes = [f32::NEG_INFINITY; 16];
+        let mut chunks = logits.chunks_exact(16);
+        for c in &mut chunks {
+            for (m, &x) in lanes.iter_mut().zip(c) {
+                *m = if x > *m { x } else { *m };
+            }
+        }
+        *max = (chunks.remainder().iter().chain(&lanes))
+            .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argmax_takes_the_first_maximum_and_skips_nan() {
+        assert_eq!(argmax(&[f32::NAN, 1.0, 1.0]), 1);
+        assert_eq!(argmax(&[0.5, 3.0, 2.0]), 1);
+        let mut long: Vec<f32> = (0..1000).map(|i| ((i * 37) % 101) as f32).collect();
+        long[777] = 500.0;
+        long[900] = 500.0;
+        assert_eq!(argmax(&long), 777);
+        assert_eq!(argmax(&[f32::NAN; 20]), 0);
+    }
+
+    #[test]
+    fn log_sum_exp_matches_the_definition() {
+        let row: Vec<f32> = (0..1003)
+            .map(|i| ((i as f32) * 0.37).sin() * 20.0)
+            .collect();
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let want =
+            (row.iter().map(|&x| f64::from(x - max).exp()).sum::<f64>()).ln() + f64::from(max);
+        assert!((f64::from(log_sum_exp(&row)) - want).abs() < 1e-5);
+        let mut with_nan = row.clone();
+        with_nan[5] = f32::NAN;
+        assert!(log_sum_exp(&with_nan).is_finite());
+    }
+}
