@@ -57,7 +57,9 @@ impl ChatTemplate {
     }
 
     /// Renders `messages` (OpenAI-style objects with `role`, `content`, optional
-    /// `tool_calls`), with optional `tools` (JSON schemas).
+    /// `tool_calls`), with optional `tools` (JSON schemas). Tool-call `arguments` given
+    /// as a JSON string (the OpenAI wire form) are parsed to the object the template
+    /// renders; a string that is not a JSON object is an error naming the call.
     pub fn render(
         &self,
         messages: &Value,
@@ -74,8 +76,9 @@ impl ChatTemplate {
             .env
             .get_template(NAME)
             .map_err(|e| RuntimeError::Template(e.to_string()))?;
+        let messages = arguments_as_objects(messages)?;
         let ctx = minijinja::context! {
-            messages => minijinja::Value::from_serialize(messages),
+            messages => minijinja::Value::from_serialize(&messages),
             tools => tools.map(minijinja::Value::from_serialize),
             add_generation_prompt => add_generation_prompt,
             enable_thinking => enable_thinking,
@@ -114,6 +117,48 @@ impl ChatTemplate {
         let messages = serde_json::json!([{"role": "user", "content": text}]);
         self.render(&messages, None, true, enable_thinking)
     }
+}
+
+/// `messages` with every tool call's string `arguments` parsed to a JSON object (a
+/// borrowed copy only where something changes).
+fn arguments_as_objects(messages: &Value) -> Result<std::borrow::Cow<'_, Value>> {
+    let has_string_arguments = |m: &Value| {
+        (m["tool_calls"].as_array().into_iter().flatten())
+            .any(|c| c["function"]["arguments"].is_string() || c["arguments"].is_string())
+    };
+    let list = messages.as_array().map(Vec::as_slice).unwrap_or_default();
+    if !list.iter().any(has_string_arguments) {
+        return Ok(std::borrow::Cow::Borrowed(messages));
+    }
+    let mut owned = messages.clone();
+    for (i, m) in owned.as_array_mut().into_iter().flatten().enumerate() {
+        for (j, call) in m["tool_calls"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let slot = match call.get_mut("function") {
+                Some(f) if f.is_object() => f,
+                _ => call,
+            };
+            let Some(text) = slot.get("arguments").and_then(Value::as_str) else {
+                continue;
+            };
+            let parsed: Value = serde_json::from_str(text).map_err(|e| {
+                RuntimeError::InvalidRequest(format!(
+                    "messages[{i}].tool_calls[{j}]: arguments are not valid JSON ({e})"
+                ))
+            })?;
+            if !parsed.is_object() {
+                return Err(RuntimeError::InvalidRequest(format!(
+                    "messages[{i}].tool_calls[{j}]: arguments must be a JSON object"
+                )));
+            }
+            slot["arguments"] = parsed;
+        }
+    }
+    Ok(std::borrow::Cow::Owned(owned))
 }
 
 /// `tojson` as transformers defines it: Python's `json.dumps` with `", "` and `": "`
