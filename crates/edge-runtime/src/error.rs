@@ -5,6 +5,15 @@ pub enum RuntimeError {
     /// A request parameter out of range or malformed.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The engine's request queue is full; try again later.
+    #[error("the engine's queue of {capacity} requests is full")]
+    QueueFull {
+        /// Requests the queue holds.
+        capacity: usize,
+    },
+    /// The engine has shut down.
+    #[error("the engine has shut down")]
+    ShutDown,
     /// The chat template could not be compiled or rendered.
     #[error("chat template: {0}")]
     Template(String),

@@ -14,8 +14,10 @@ pub mod sampling;
 pub mod tokenizer;
 
 pub use chat_template::ChatTemplate;
+pub use engine::handle::{EngineHandle, EngineStatus, RequestStream};
 pub use engine::{
-    Engine, EngineConfig, EngineStats, GenerateOutput, GenerateRequest, ReusePolicy, StopReason,
+    Engine, EngineConfig, EngineStats, Event, EventSink, GenerateOutput, GenerateRequest,
+    RequestId, ReusePolicy, StopReason,
 };
 pub use sampling::{Sampler, SamplingParams, argmax};
 pub use tokenizer::Tokenizer;

@@ -109,6 +109,7 @@ fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
         snapshot_stride: s.stride,
         reuse: ReusePolicy::Exact,
         speculation: s.speculate.then_some(SpecConfig::tree(2, 2, 3)),
+        ..EngineConfig::default()
     };
     Engine::new(model.clone(), config).unwrap()
 }

@@ -54,6 +54,11 @@ pub struct DecodeArgs {
     /// by ±10% between runs.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Requests decoding at once (continuous batching): with more than one, the
+    /// figure is the aggregate steady-state decode speed of all of them (the bound and
+    /// the single-stream fields are left out).
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -119,7 +124,29 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     spec.attention.truncate(spec.attention.len() - mtp_layers);
     let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
     let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
+    config.max_sequences = config.max_sequences.max(a.streams);
     let mut engine = Engine::new(Arc::new(model), config)?;
+    if a.streams > 1 {
+        let prompts: Vec<Vec<u32>> = (0..a.streams)
+            .map(|s| {
+                let mut p = prompt.clone();
+                p[0] = (p[0] + s as u32) % vocab as u32;
+                p
+            })
+            .collect();
+        let mut rates =
+            super::bench_streams::aggregate_decode(&mut engine, &prompts, a.decode_tokens, a.runs)?;
+        let v = serde_json::json!({
+            "streams": a.streams,
+            "prompt_tokens": prompt.len(),
+            "decode_tokens": a.decode_tokens,
+            "aggregate_decode_tokens_per_s": super::bench_streams::median_rate(&mut rates),
+            "runs": rates,
+            "threads": rayon::current_num_threads(),
+        });
+        println!("{v}");
+        return Ok(());
+    }
     let request = GenerateRequest {
         prompt,
         max_new_tokens: a.decode_tokens + 1,

@@ -80,6 +80,7 @@ impl EngineArgs {
             snapshot_stride: self.snapshot_stride,
             reuse: self.reuse,
             speculation: self.spec_config(model).filter(|_| model.mtp().is_some()),
+            ..EngineConfig::default()
         }
     }
 

@@ -219,7 +219,7 @@ pub fn reply_text(
 ) -> Result<Option<String>, CliError> {
     let shown = match out.stop {
         StopReason::Stop => &out.tokens[..out.tokens.len().saturating_sub(1)],
-        StopReason::Length | StopReason::Context => &out.tokens[..],
+        StopReason::Length | StopReason::Context | StopReason::Cancelled => &out.tokens[..],
     };
     Ok(tokenizer.map(|t| t.decode(shown)).transpose()?)
 }

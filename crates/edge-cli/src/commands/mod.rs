@@ -1,6 +1,7 @@
 //! One module per subcommand, plus shared helpers.
 
 pub mod bench;
+pub mod bench_streams;
 pub mod bench_verify;
 pub mod engine_args;
 pub mod generate;

@@ -32,15 +32,18 @@ pub enum StopReason {
     Length,
     /// The model's context is full.
     Context,
+    /// The caller cancelled it (or stopped listening).
+    Cancelled,
 }
 
 impl StopReason {
-    /// `stop`, `length` or `context`.
+    /// `stop`, `length`, `context` or `cancelled`.
     pub fn name(self) -> &'static str {
         match self {
             StopReason::Stop => "stop",
             StopReason::Length => "length",
             StopReason::Context => "context",
+            StopReason::Cancelled => "cancelled",
         }
     }
 }

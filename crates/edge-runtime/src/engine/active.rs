@@ -1,0 +1,122 @@
+//! A request in flight: its sequence, where it is (prefilling or decoding), what it has
+//! produced, and where its events go.
+
+use super::plan::PrefillPlan;
+use super::request::{GenerateOutput, GenerateRequest, StopReason};
+use crate::RuntimeError;
+use crate::sampling::Sampler;
+use edge_kvcache::SeqId;
+use edge_model::Backend;
+use edge_spec::Speculator;
+use std::time::Instant;
+
+/// A request's id within its engine, in submission order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// What a running request reports, in order: its tokens as they are chosen, then one
+/// `Finished`.
+#[derive(Debug)]
+pub enum Event {
+    /// A generated token (the first after the prefill; later ones per decode step, or
+    /// several per speculative step).
+    Token(u32),
+    /// The request ended: its output, or the error that stopped it. Its pages are back
+    /// in the cache's pool.
+    Finished(Result<GenerateOutput, RuntimeError>),
+}
+
+/// Where a request's events go; returns `false` once nobody listens (the request is
+/// then cancelled).
+pub type EventSink = Box<dyn FnMut(Event) -> bool + Send>;
+
+/// The prefill still to run: the remaining passes of the plan.
+pub(crate) struct Prefill {
+    pub plan: PrefillPlan,
+    /// `(from, to, snapshot at to)`, in order.
+    pub passes: std::collections::VecDeque<(usize, usize, bool)>,
+    /// The final hidden state at the position before the next pass (MTP rows), when
+    /// speculation is on.
+    pub carry: Option<Vec<f32>>,
+    /// The prompt's last logits, when restored from a snapshot of the whole prompt.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// A request's phase.
+pub(crate) enum Phase {
+    Prefill(Prefill),
+    Decode {
+        /// The last chosen token, not yet run.
+        token: u32,
+    },
+    Done,
+}
+
+/// One request in flight.
+pub(crate) struct Active<B: Backend> {
+    pub id: RequestId,
+    pub req: GenerateRequest,
+    pub seq: SeqId,
+    pub sampler: Sampler,
+    pub out: GenerateOutput,
+    pub phase: Phase,
+    /// Its speculator, once decoding speculatively.
+    pub speculator: Option<Speculator<B>>,
+    pub start: Instant,
+    pub decode_start: Option<Instant>,
+    pub sink: Option<EventSink>,
+    /// Whether this request may speculate (speculation on and no logits recorded).
+    pub speculate: bool,
+    /// What stopped it, when it failed.
+    pub error: Option<RuntimeError>,
+}
+
+impl<B: Backend> Active<B> {
+    /// Ends the request with `reason` (the phase becomes `Done`).
+    pub fn end(&mut self, reason: StopReason) {
+        self.out.stop = reason;
+        self.phase = Phase::Done;
+    }
+
+    /// Ends the request with an error.
+    pub fn fail(&mut self, error: RuntimeError) {
+        self.error = Some(error);
+        self.phase = Phase::Done;
+    }
+
+    /// Sends `event`; a sink that is gone cancels the request.
+    pub fn send(&mut self, event: Event) -> bool {
+        match self.sink.as_mut() {
+            Some(sink) => sink(event),
+            None => true,
+        }
+    }
+
+    /// Records a chosen token (with the logits row it came from) and decides whether
+    /// the request goes on: `Some(reason)` when it ends here. `position` is where the
+    /// token would run (`None` for a token already run, an accepted draft).
+    pub fn push_token(
+        &mut self,
+        token: u32,
+        logits: Option<&[f32]>,
+        position: Option<usize>,
+        context: usize,
+    ) -> Option<StopReason> {
+        self.out.tokens.push(token);
+        if let (Some(rows), Some(l)) = (self.out.logits.as_mut(), logits) {
+            rows.extend_from_slice(l);
+        }
+        if !self.send(Event::Token(token)) {
+            return Some(StopReason::Cancelled);
+        }
+        if self.req.stop_tokens.contains(&token) {
+            Some(StopReason::Stop)
+        } else if self.out.tokens.len() >= self.req.max_new_tokens {
+            Some(StopReason::Length)
+        } else if position.is_some_and(|p| p >= context) {
+            Some(StopReason::Context)
+        } else {
+            None
+        }
+    }
+}

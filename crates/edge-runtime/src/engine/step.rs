@@ -1,0 +1,301 @@
+//! One engine step: speculating requests run their own verification; every other
+//! decoding request contributes its next row, and the oldest prefilling request its
+//! next prefill pass, to one batched forward (continuous batching).
+
+use super::Engine;
+use super::active::Phase;
+use crate::{Result, RuntimeError};
+use edge_kvcache::{SequenceCache, SnapshotData};
+use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch};
+use edge_spec::Speculator;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a batch row range does for its request.
+enum Role {
+    /// One decode row.
+    Decode,
+    /// A prefill pass `from..to`, with a snapshot at `to` when set.
+    Prefill(usize, usize, bool),
+}
+
+impl<B: Backend> Engine<B> {
+    /// Runs one step of the requests in flight and sends their events; returns whether
+    /// there was anything to run. Requests that end (a stop, the token limit, the
+    /// context, a cancellation, an error) are released.
+    pub fn step(&mut self) -> bool {
+        if self.active.is_empty() {
+            return false;
+        }
+        let model = self.model.clone();
+        // Prompts restored whole from the cache decode without a prefill pass.
+        for i in 0..self.active.len() {
+            if let Phase::Prefill(p) = &mut self.active[i].phase
+                && p.passes.is_empty()
+            {
+                let logits = p.logits.take();
+                let hidden = p.carry.take();
+                match logits {
+                    Some(l) => self.start_decode(&model, i, &l, hidden),
+                    None => self.active[i].fail(RuntimeError::InvalidRequest(
+                        "the prompt produced no logits".into(),
+                    )),
+                }
+            }
+        }
+        for i in 0..self.active.len() {
+            let a = &self.active[i];
+            if matches!(a.phase, Phase::Decode { .. }) && a.speculator.is_some() {
+                self.speculative_step(&model, i);
+            }
+        }
+        self.batched_step(&model);
+        self.finish_done();
+        true
+    }
+
+    /// The decode rows of the non-speculating requests and one prefill pass, in one
+    /// forward.
+    fn batched_step(&mut self, model: &Arc<Qwen35Model<B>>) {
+        let mut batch = StepBatch::new();
+        let mut roles = Vec::new();
+        for (i, a) in self.active.iter().enumerate() {
+            if let (Phase::Decode { token }, None) = (&a.phase, &a.speculator) {
+                let token = *token;
+                let Ok(view) = self.cache.sequence(a.seq) else {
+                    continue;
+                };
+                batch.push(a.seq, &[token], view.len, LogitRows::Last);
+                roles.push((i, Role::Decode));
+            }
+        }
+        let prefill = self
+            .active
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| match &a.phase {
+                Phase::Prefill(p) => p.passes.front().map(|&pass| (i, pass)),
+                _ => None,
+            });
+        if let Some((i, (from, to, snapshot))) = prefill {
+            let a = &self.active[i];
+            let rows = match to == a.req.prompt.len() {
+                true => LogitRows::Last,
+                false => LogitRows::None,
+            };
+            batch.push(a.seq, &a.req.prompt[from..to], from, rows);
+            roles.push((i, Role::Prefill(from, to, snapshot)));
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let out = match model.forward(&mut self.backend, &batch, &mut self.cache) {
+            Ok(out) => out,
+            Err(e) => {
+                for (i, _) in roles {
+                    let msg = format!("a forward pass failed: {e}");
+                    self.active[i].fail(RuntimeError::InvalidRequest(msg));
+                }
+                return;
+            }
+        };
+        let vocab = model.config().vocab_size;
+        let hidden = (self.config.speculation.is_some() && prefill.is_some())
+            .then(|| self.backend.download(&out.hidden));
+        self.backend.free(out.hidden);
+        let (mut logit_row, mut batch_row) = (0, 0);
+        for (i, role) in roles {
+            match role {
+                Role::Decode => {
+                    let row = &out.logits[logit_row * vocab..][..vocab];
+                    logit_row += 1;
+                    batch_row += 1;
+                    self.decoded(model, i, row);
+                }
+                Role::Prefill(from, to, snapshot) => {
+                    let last = to == self.active[i].req.prompt.len();
+                    let logits = last.then(|| out.logits[logit_row * vocab..][..vocab].to_vec());
+                    let h = model.config().hidden_size;
+                    let span_hidden = (hidden.as_deref())
+                        .map(|all| &all[batch_row * h..(batch_row + to - from) * h]);
+                    if let Err(e) =
+                        self.prefilled(model, i, (from, to, snapshot), logits, span_hidden)
+                    {
+                        self.active[i].fail(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A decode row ran: choose the next token from its logits.
+    fn decoded(&mut self, model: &Qwen35Model<B>, i: usize, logits: &[f32]) {
+        let ctx = model.config().max_position_embeddings;
+        let position = self.cache.sequence(self.active[i].seq).map(|v| v.len);
+        let a = &mut self.active[i];
+        let token = match (a.sampler.sample(logits), position) {
+            (Ok(t), Ok(p)) => (t, p),
+            (Err(e), _) => return a.fail(e.into()),
+            (_, Err(e)) => return a.fail(e.into()),
+        };
+        match a.push_token(token.0, Some(logits), Some(token.1), ctx) {
+            Some(reason) => a.end(reason),
+            None => a.phase = Phase::Decode { token: token.0 },
+        }
+    }
+
+    /// A prefill pass ran: the MTP head's rows, the snapshot, and the first token when
+    /// the prompt is done.
+    fn prefilled(
+        &mut self,
+        model: &Qwen35Model<B>,
+        i: usize,
+        (from, to, snapshot): (usize, usize, bool),
+        logits: Option<Vec<f32>>,
+        hidden: Option<&[f32]>,
+    ) -> Result<()> {
+        let h = model.config().hidden_size;
+        let (seq, len) = (self.active[i].seq, self.active[i].req.prompt.len());
+        let Phase::Prefill(p) = &mut self.active[i].phase else {
+            return Ok(());
+        };
+        p.passes.pop_front();
+        let mut carry = p.carry.take();
+        let tag = p.plan.tag(to).unwrap_or_default();
+        if let Some(hidden) = hidden {
+            let prompt = &self.active[i].req.prompt;
+            mtp_rows(
+                model,
+                &mut self.backend,
+                &mut self.cache,
+                (seq, prompt),
+                (from, to),
+                carry.as_deref(),
+                hidden,
+            )?;
+            carry = Some(hidden[(to - from - 1) * h..].to_vec());
+        }
+        if snapshot {
+            let prompt = &self.active[i].req.prompt;
+            let data = SnapshotData {
+                logits: logits.clone().filter(|_| to == len),
+                hidden: carry.clone(),
+                tag,
+            };
+            self.cache.insert_snapshot(seq, &prompt[..to], data)?;
+        }
+        if let Phase::Prefill(p) = &mut self.active[i].phase {
+            p.carry = carry.clone();
+        }
+        if to == len {
+            let logits = logits.ok_or_else(|| {
+                RuntimeError::InvalidRequest("the prompt produced no logits".into())
+            })?;
+            self.start_decode(model, i, &logits, carry);
+        }
+        Ok(())
+    }
+
+    /// The prompt is in the cache: choose the first token, and start speculating.
+    fn start_decode(
+        &mut self,
+        model: &Qwen35Model<B>,
+        i: usize,
+        logits: &[f32],
+        hidden: Option<Vec<f32>>,
+    ) {
+        let vocab = model.config().vocab_size;
+        let ctx = model.config().max_position_embeddings;
+        let a = &mut self.active[i];
+        a.out.prefill_ms = a.start.elapsed().as_secs_f64() * 1e3;
+        a.decode_start = Some(Instant::now());
+        let len = a.req.prompt.len();
+        let token = match a.sampler.sample(&logits[..vocab]) {
+            Ok(t) => t,
+            Err(e) => return a.fail(e.into()),
+        };
+        let speculator = match (self.config.speculation, hidden) {
+            (Some(cfg), Some(hidden)) if a.speculate => match Speculator::new(model, cfg) {
+                Ok(mut s) => {
+                    let row = self.backend.upload(&hidden);
+                    s.start(row, token, len - 1);
+                    Some(s)
+                }
+                Err(e) => return a.fail(e.into()),
+            },
+            _ => None,
+        };
+        a.phase = Phase::Decode { token };
+        a.speculator = speculator;
+        if let Some(reason) = a.push_token(token, Some(&logits[..vocab]), Some(len), ctx) {
+            a.end(reason);
+        }
+    }
+
+    /// One speculative step of request `i`: draft, verify, commit, emit.
+    fn speculative_step(&mut self, model: &Qwen35Model<B>, i: usize) {
+        let ctx = model.config().max_position_embeddings;
+        let Engine {
+            active,
+            backend,
+            cache,
+            ..
+        } = self;
+        let a = &mut active[i];
+        let (Phase::Decode { token }, Some(s)) = (&mut a.phase, a.speculator.as_mut()) else {
+            return;
+        };
+        let limit = a.req.max_new_tokens - a.out.tokens.len();
+        let emitted = match s.step(model, backend, cache, a.seq, *token, limit, &mut a.sampler) {
+            Ok(e) => e,
+            Err(e) => return a.fail(e.into()),
+        };
+        let Some((&last, accepted)) = emitted.split_last() else {
+            return a.fail(RuntimeError::InvalidRequest(
+                "a speculative step emitted nothing".into(),
+            ));
+        };
+        *token = last;
+        for &t in accepted {
+            if let Some(reason) = a.push_token(t, None, None, ctx) {
+                return a.end(reason);
+            }
+        }
+        let position = cache.sequence(a.seq).map(|v| v.len).ok();
+        if let Some(reason) = a.push_token(last, None, position, ctx) {
+            a.end(reason);
+        }
+    }
+}
+
+/// The MTP head's rows for a prefill pass over `prompt[a..b]`: positions `a − 1 ..
+/// b − 1`, pairing each hidden state with the prompt token after it (`carry` is the
+/// hidden state at `a − 1`).
+fn mtp_rows<B: Backend>(
+    model: &Qwen35Model<B>,
+    backend: &mut B,
+    cache: &mut edge_kvcache::PagedCache<B::Memory>,
+    (seq, prompt): (edge_kvcache::SeqId, &[u32]),
+    (a, b): (usize, usize),
+    carry: Option<&[f32]>,
+    hidden: &[f32],
+) -> Result<()> {
+    let h = model.config().hidden_size;
+    let first = a.max(1);
+    if first >= b {
+        return Ok(());
+    }
+    let mut rows = Vec::with_capacity((b - first) * h);
+    if a > 0 {
+        rows.extend_from_slice(carry.ok_or_else(|| {
+            RuntimeError::InvalidRequest("a restored prefix lacks the MTP hidden row".into())
+        })?);
+    }
+    rows.extend_from_slice(&hidden[..(b - a - 1) * h]);
+    let rows = backend.upload(&rows);
+    let batch = StepBatch::single(seq, &prompt[first..b], first - 1, LogitRows::None);
+    let out = model.mtp_forward(backend, &batch, &rows, cache);
+    backend.free(rows);
+    backend.free(out?.hidden);
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! Continuous batching and the engine handle: requests in flight together get the
+//! tokens they get alone, streams deliver them in order, a full queue refuses with a
+//! typed error, dropping a stream or the handle cancels, and the pages come back.
+
+use edge_model::{ActivationMode, Qwen35Model};
+use edge_runtime::{
+    Engine, EngineConfig, EngineHandle, Event, GenerateOutput, GenerateRequest, RuntimeError,
+    StopReason,
+};
+use edge_spec::SpecConfig;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn model() -> Arc<Qwen35Model> {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-f32");
+    Arc::new(Qwen35Model::load(&dir, ActivationMode::None).unwrap())
+}
+
+fn engine(model: &Arc<Qwen35Model>, max_sequences: usize, spec: Option<SpecConfig>) -> Engine {
+    let config = EngineConfig {
+        max_sequences,
+        prefill_chunk: 16,
+        speculation: spec,
+        ..EngineConfig::default()
+    };
+    Engine::new(model.clone(), config).unwrap()
+}
+
+fn request(seed: u32, len: usize, n: usize) -> GenerateRequest {
+    GenerateRequest {
+        prompt: (0..len as u32)
+            .map(|i| (i * 29 + seed * 7 + 3) % 250)
+            .collect(),
+        max_new_tokens: n,
+        ..GenerateRequest::default()
+    }
+}
+
+fn requests() -> Vec<GenerateRequest> {
+    vec![
+        request(1, 40, 20),
+        request(2, 5, 12),
+        request(3, 70, 25),
+        request(4, 1, 8),
+        request(5, 33, 0),
+    ]
+}
+
+/// Every request's output, run through one engine at once.
+fn together(engine: &mut Engine, reqs: &[GenerateRequest]) -> Vec<GenerateOutput> {
+    let outs = Arc::new(std::sync::Mutex::new(vec![None; reqs.len()]));
+    for (i, r) in reqs.iter().enumerate() {
+        let outs = outs.clone();
+        let sink = Box::new(move |e: Event| {
+            if let Event::Finished(r) = e {
+                outs.lock().unwrap()[i] = Some(r.unwrap());
+            }
+            true
+        });
+        engine.submit(r.clone(), Some(sink)).unwrap();
+    }
+    while engine.step() {}
+    let outs = outs.lock().unwrap();
+    outs.iter().map(|o| o.clone().unwrap()).collect()
+}
+
+#[test]
+fn requests_in_flight_together_get_their_tokens_alone() {
+    let model = model();
+    let reqs = requests();
+    for spec in [None, Some(SpecConfig::tree(3, 2, 6))] {
+        let alone: Vec<Vec<u32>> = (reqs.iter())
+            .map(|r| engine(&model, 1, spec).generate(r).unwrap().tokens)
+            .collect();
+        let mut e = engine(&model, 4, spec);
+        let outs = together(&mut e, &reqs);
+        for (i, (o, want)) in outs.iter().zip(&alone).enumerate() {
+            assert_eq!(&o.tokens, want, "{spec:?}: request {i}");
+        }
+        assert_eq!(e.in_flight(), 0);
+        assert_eq!(e.cache().usage().sequences, 0, "every sequence released");
+        e.cache().verify_refcounts().unwrap();
+        assert_eq!(e.stats().requests, reqs.len() as u64);
+    }
+}
+
+#[test]
+fn cancelling_ends_a_request_and_frees_its_pages() {
+    let model = model();
+    let mut e = engine(&model, 4, None);
+    let ids: Vec<_> = (requests().into_iter().take(3))
+        .map(|r| e.submit(r, None).unwrap())
+        .collect();
+    e.step();
+    e.step();
+    e.cancel(ids[0]);
+    assert_eq!(e.in_flight(), 2);
+    while e.step() {}
+    assert_eq!(e.cache().usage().sequences, 0);
+    e.cache().verify_refcounts().unwrap();
+}
+
+#[test]
+fn the_handle_streams_queues_refuses_and_shuts_down() {
+    let model = model();
+    let handle = EngineHandle::spawn(engine(&model, 1, None), 1).unwrap();
+    // Streams from several threads at once, each in order and whole.
+    let want: Vec<Vec<u32>> = (requests().iter())
+        .map(|r| engine(&model, 1, None).generate(r).unwrap().tokens)
+        .collect();
+    let handle = Arc::new(handle);
+    let threads: Vec<_> = (requests().into_iter().enumerate())
+        .map(|(i, r)| {
+            let h = handle.clone();
+            std::thread::spawn(move || {
+                let stream = loop {
+                    match h.submit(r.clone()) {
+                        Ok(s) => break s,
+                        Err(RuntimeError::QueueFull { .. }) => {
+                            std::thread::sleep(std::time::Duration::from_millis(2))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                };
+                let mut tokens = Vec::new();
+                let mut finished = None;
+                for event in stream {
+                    match event {
+                        Event::Token(t) => tokens.push(t),
+                        Event::Finished(out) => finished = Some(out.unwrap()),
+                    }
+                }
+                let out = finished.expect("a stream ends with Finished");
+                assert_eq!(out.tokens, tokens, "request {i}: streamed = final");
+                (i, tokens)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (i, tokens) = t.join().unwrap();
+        assert_eq!(tokens, want[i], "request {i}");
+    }
+    // One request in flight, one queued: a third is refused with a typed error.
+    let mut long = request(9, 10, 400);
+    long.max_new_tokens = 400;
+    let mut first = handle.submit(long.clone()).unwrap();
+    assert!(matches!(first.next(), Some(Event::Token(_))), "admitted");
+    let queued = handle.submit(long.clone()).unwrap();
+    let refused = handle.submit(long.clone()).unwrap_err();
+    assert!(
+        matches!(refused, RuntimeError::QueueFull { capacity: 1 }),
+        "{refused}"
+    );
+    // Dropping a stream cancels its request; the queued one then runs.
+    drop(first);
+    let mut queued = queued;
+    assert!(matches!(queued.next(), Some(Event::Token(_))));
+    let status = handle.status().unwrap();
+    assert_eq!(status.in_flight, 1);
+    assert!(status.refcounts_ok);
+    // Shutting down cancels what is in flight.
+    let handle = Arc::try_unwrap(handle).unwrap();
+    drop(handle);
+    let last = queued.last().unwrap();
+    match last {
+        Event::Finished(Ok(out)) => assert_eq!(out.stop, StopReason::Cancelled),
+        other => panic!("{other:?}"),
+    }
+}
