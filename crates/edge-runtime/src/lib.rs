@@ -1,8 +1,8 @@
 //! `edge-runtime`: the engine around the model.
 //!
 //! Its job: request scheduling with prefix reuse, sampling, the Hugging Face chat
-//! template, tool-call parsing (Qwen XML tool calls), and an OpenAI-compatible HTTP
-//! server for agentic multi-turn workloads.
+//! template, tool-call parsing (Qwen XML and JSON tool calls, streaming), and an
+//! OpenAI-compatible HTTP server for agentic multi-turn workloads.
 
 mod error;
 
@@ -12,6 +12,7 @@ pub mod chat_template;
 pub mod engine;
 pub mod sampling;
 pub mod tokenizer;
+pub mod tool_calls;
 
 pub use chat_template::ChatTemplate;
 pub use engine::handle::{EngineHandle, EngineStatus, RequestStream};
