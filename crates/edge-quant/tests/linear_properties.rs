@@ -267,6 +267,9 @@ fn decode_shapes_spot_check() {
         check_case(Format::Nvfp4W4a8, tokens, 9, 1024, 17);
         // Rows in four lockstep runs with a remainder, split over several tasks.
         check_case(Format::Nvfp4W4a8, tokens, 103, 512, 21);
+        // 2 to 4 tokens of whole 256-input steps: rows in pairs meeting every token in
+        // registers, and a lone last row; W4A4 activations through the same kernel.
+        check_case(Format::Nvfp4W4a4, tokens, 17, 768, 23);
     }
     // The integer prompt GEMM: ragged 4-token tiles, row blocks of 32 with an odd
     // remainder (2-row tiles and a lone row), several segments and tails.

@@ -1,6 +1,6 @@
-//! AVX-512 integer (W4A4 / W4A8) rows for decode steps: one token's rows with the
-//! NVFP4 weights decoded in registers, without the decoded-segment buffer of
-//! [`a4_rows_by_segments`].
+//! AVX-512 integer (W4A4 / W4A8) rows for decode steps: one token's rows (or up to four
+//! tokens', a batch of decode steps) with the NVFP4 weights decoded in registers,
+//! without the decoded-segment buffer of [`a4_rows_by_segments`].
 //!
 //! Per 128 inputs the nibbles become offset doubled bytes (`2·E2M1 + 12`, one
 //! `vpshufb` per 64) in the `EvenOdd(128)` order of the activations, two `vpdpbusd`
@@ -32,8 +32,11 @@ pub(super) fn a4_rows(
     tokens: usize,
     out: &mut [f32],
 ) {
-    if tokens != 1 || !n_in.is_multiple_of(STEP) {
+    if !n_in.is_multiple_of(STEP) || tokens > MAX_TOKENS {
         return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+    }
+    if tokens > 1 {
+        return a4_rows_tokens(codes, scales, n_in, act, tokens, out);
     }
     let (cb, sb) = (n_in / 2, n_in / 16);
     let (qa, sfa, negcorr) = (
@@ -58,6 +61,125 @@ pub(super) fn a4_rows(
         let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
         [out[r]] = rows_dot([c], [s], qa, sfa, negcorr);
     }
+}
+
+/// Most tokens [`a4_rows_tokens`] takes (the W4A8 GEMM takes over from 5).
+const MAX_TOKENS: usize = 4;
+
+/// A few tokens (a batch of decode steps, a short verification): each pair of rows'
+/// codes is decoded in registers once and meets every token there, so the weights
+/// stream once for all of them. `out` is `[rows, tokens]`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn a4_rows_tokens(
+    codes: &[u8],
+    scales: &[u8],
+    n_in: usize,
+    act: &A4Act,
+    tokens: usize,
+    out: &mut [f32],
+) {
+    let (cb, sb) = (n_in / 2, n_in / 16);
+    let rows = out.len() / tokens;
+    macro_rules! by_tokens {
+        ($t:literal) => {{
+            let mut r = 0;
+            while r + 2 <= rows {
+                let c = [&codes[r * cb..][..cb], &codes[(r + 1) * cb..][..cb]];
+                let s = [&scales[r * sb..][..sb], &scales[(r + 1) * sb..][..sb]];
+                let y = rows_dot_tokens::<2, $t>(c, s, act, n_in);
+                out[r * $t..][..$t].copy_from_slice(&y[0]);
+                out[(r + 1) * $t..][..$t].copy_from_slice(&y[1]);
+                r += 2;
+            }
+            if r < rows {
+                let c = [&codes[r * cb..][..cb]];
+                let s = [&scales[r * sb..][..sb]];
+                let y = rows_dot_tokens::<1, $t>(c, s, act, n_in);
+                out[r * $t..][..$t].copy_from_slice(&y[0]);
+            }
+        }};
+    }
+    match tokens {
+        2 => by_tokens!(2),
+        3 => by_tokens!(3),
+        _ => by_tokens!(4),
+    }
+}
+
+/// `N` rows' dot products with each of `T` tokens (token `t`'s activations start at
+/// `t · n_in`, its group scales and corrections at `t · n_in / 8`); the same
+/// arithmetic as [`rows_dot`], one accumulator per row and token.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn rows_dot_tokens<const N: usize, const T: usize>(
+    codes: [&[u8]; N],
+    scales: [&[u8]; N],
+    act: &A4Act,
+    n_in: usize,
+) -> [[f32; T]; N] {
+    let steps = n_in / STEP;
+    let groups = n_in / 8;
+    assert!(codes.iter().all(|c| c.len() == STEP / 2 * steps));
+    assert!(scales.iter().all(|s| s.len() == 16 * steps));
+    assert!(act.qa.len() >= T * n_in && act.sfa.len() >= T * groups);
+    assert!(act.negcorr.len() >= T * groups);
+    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
+    let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    let (lo_idx, hi_idx) = (
+        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
+    );
+    let mut sums = [[_mm512_setzero_ps(); T]; N];
+    let mut block_scales = [0.0f32; 16];
+    for s in 0..steps {
+        let mut wsc = [[_mm512_setzero_ps(); 2]; N];
+        for (w, &sc) in wsc.iter_mut().zip(&scales) {
+            decode_scales(&sc[16 * s..][..16], &mut block_scales);
+            // SAFETY: `block_scales` holds 16 floats.
+            let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
+            *w = [
+                _mm512_permutexvar_ps(lo_idx, bs),
+                _mm512_permutexvar_ps(hi_idx, bs),
+            ];
+        }
+        for h in 0..2 {
+            let (c, g) = (2 * s + h, 32 * s + 16 * h);
+            let mut lo = [_mm512_setzero_si512(); N];
+            let mut hi = [_mm512_setzero_si512(); N];
+            for r in 0..N {
+                // SAFETY: half c reads codes [64c, 64c + 64) of the row (asserted).
+                let v = unsafe { _mm512_loadu_si512(codes[r].as_ptr().add(64 * c).cast()) };
+                lo[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
+                hi[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+            }
+            for t in 0..T {
+                // SAFETY: token t's activations [t·n_in + 128c, + 128) and groups
+                // [t·groups + g, + 16) lie inside the lengths asserted above.
+                unsafe {
+                    let x = act.qa.as_ptr().add(t * n_in + 128 * c);
+                    let (x0, x1) = (
+                        _mm512_loadu_si512(x.cast()),
+                        _mm512_loadu_si512(x.add(64).cast()),
+                    );
+                    let nc = _mm512_loadu_si512(act.negcorr.as_ptr().add(t * groups + g).cast());
+                    let sa = _mm512_loadu_ps(act.sfa.as_ptr().add(t * groups + g));
+                    for r in 0..N {
+                        let d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nc, lo[r], x0), hi[r], x1);
+                        let sc = _mm512_mul_ps(wsc[r][h], sa);
+                        sums[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, sums[r][t]);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = [[0.0f32; T]; N];
+    for (o, row) in out.iter_mut().zip(&sums) {
+        for (y, &v) in o.iter_mut().zip(row) {
+            *y = _mm512_reduce_add_ps(v);
+        }
+    }
+    out
 }
 
 /// `N` rows' dot products with one token (all slices cover the rows' `n_in` inputs, a
