@@ -7,6 +7,8 @@ use serde_json::Value;
 /// A compiled chat template.
 pub struct ChatTemplate {
     env: minijinja::Environment<'static>,
+    /// The tool-call form the template writes (read from its source).
+    tool_calls: Option<crate::tool_calls::ToolCallFormat>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -39,7 +41,14 @@ impl ChatTemplate {
             .map_err(|e| {
                 RuntimeError::Template(format!("cannot compile the chat template: {e}"))
             })?;
-        Ok(ChatTemplate { env })
+        let tool_calls = crate::tool_calls::ToolCallFormat::from_template(source);
+        Ok(ChatTemplate { env, tool_calls })
+    }
+
+    /// The tool-call form this template renders calls in (and so the one the model
+    /// writes), `None` when it renders none.
+    pub fn tool_call_format(&self) -> Option<crate::tool_calls::ToolCallFormat> {
+        self.tool_calls
     }
 
     /// Reads `chat_template` from the text of a `tokenizer_config.json`.
