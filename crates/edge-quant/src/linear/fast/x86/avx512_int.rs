@@ -109,6 +109,8 @@ fn a4_rows_tokens(
 /// `N` rows' dot products with each of `T` tokens (token `t`'s activations start at
 /// `t · n_in`, its group scales and corrections at `t · n_in / 8`); the same
 /// arithmetic as [`rows_dot`], one accumulator per row and token.
+// The indices `h`, `r` and `t` drive pointer offsets into several arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 fn rows_dot_tokens<const N: usize, const T: usize>(
