@@ -208,3 +208,54 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
         assert!(Engine::new(mtp.clone(), config).is_err(), "{bad:?}");
     }
 }
+
+/// Log-probabilities and penalties: the engine reports each token's model
+/// log-probability with alternatives, applies the penalties to greedy choices, and
+/// does not speculate for such requests (their distributions depend on the path).
+#[test]
+fn logprobs_and_penalties_decode_token_by_token() {
+    let model = model("qwen35-tiny-f32");
+    let vocab = model.config().vocab_size;
+    let mut e = engine(&model, Some(SpecConfig::tree(3, 2, 6)));
+    let mut req = request(&prompt(4, 12), 10, &[]);
+    req.logprobs = Some(3);
+    let out = e.generate(&req).unwrap();
+    assert!(out.speculation.is_none());
+    let lp = out.logprobs.as_ref().unwrap();
+    assert_eq!(lp.len(), out.tokens.len());
+    for (entry, &t) in lp.iter().zip(&out.tokens) {
+        assert_eq!(entry.token, t);
+        assert_eq!(entry.top.len(), 3);
+        assert_eq!(entry.top[0].0, t, "greedy picks the most likely token");
+        assert!((entry.top[0].1 - entry.logprob).abs() < 1e-6 && entry.logprob <= 0.0);
+    }
+    let plain = engine(&model, None)
+        .generate(&request(&prompt(4, 12), 10, &[]))
+        .unwrap();
+    assert_eq!(out.tokens, plain.tokens);
+    // Penalties: every greedy choice is the argmax of the raw logits minus
+    // frequency · count + presence over the tokens generated before it.
+    let mut req = request(&prompt(4, 12), 16, &[]);
+    req.sampling.frequency_penalty = 1.5;
+    req.sampling.presence_penalty = 0.5;
+    req.record_logits = true;
+    let out = e.generate(&req).unwrap();
+    let rows = out.logits.as_ref().unwrap();
+    let mut counts = std::collections::HashMap::new();
+    for (i, &t) in out.tokens.iter().enumerate() {
+        let mut row = rows[i * vocab..][..vocab].to_vec();
+        for (&tok, &c) in &counts {
+            row[tok as usize] -= 1.5 * c as f32 + 0.5;
+        }
+        assert_eq!(edge_model::argmax(&row), t, "step {i}");
+        *counts.entry(t).or_insert(0u32) += 1;
+    }
+    assert_ne!(
+        out.tokens[..10],
+        plain.tokens[..],
+        "the penalties change the output"
+    );
+    let mut bad = request(&prompt(4, 12), 4, &[]);
+    bad.logprobs = Some(21);
+    assert!(e.generate(&bad).is_err());
+}

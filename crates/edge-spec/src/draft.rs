@@ -10,6 +10,8 @@
 //! its parent, so the best-scoring set is closed under ancestors (ties go to the
 //! shallower, earlier candidate).
 
+use crate::sampling::top_log_probs;
+
 /// A drafted candidate.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Candidate {
@@ -51,7 +53,7 @@ impl DraftPool {
             let p = &self.candidates[parent];
             (p.depth + 1, p.score)
         };
-        for (token, logp) in top_k_log_probs(logits, self.top_k) {
+        for (token, logp) in top_log_probs(logits, self.top_k) {
             self.candidates.push(Candidate {
                 token,
                 parent: Some(parent),
@@ -114,30 +116,6 @@ impl DraftPool {
     }
 }
 
-/// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
-/// most likely first (ties: the lower token id first, as argmax). One pass keeps the
-/// best `k` in a small sorted buffer (k is a tree's branching, a handful); the
-/// normaliser is [`edge_model::log_sum_exp`].
-pub(crate) fn top_k_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let k = k.min(logits.len());
-    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() {
-            continue;
-        }
-        // Strictly better than the current k-th (NaN never enters): equal logits keep
-        // the earlier, lower id ahead.
-        if best.len() == k && !(k > 0 && l > best[k - 1].1) {
-            continue;
-        }
-        let at = best.partition_point(|&(_, b)| b >= l);
-        best.insert(at, (i as u32, l));
-        best.truncate(k);
-    }
-    let log_sum = edge_model::log_sum_exp(logits);
-    best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,7 +123,7 @@ mod tests {
     #[test]
     fn top_k_is_sorted_log_softmax() {
         let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5];
-        let top = top_k_log_probs(&logits, 3);
+        let top = top_log_probs(&logits, 3);
         assert_eq!(
             top.iter().map(|t| t.0).collect::<Vec<_>>(),
             vec![1, 2, 0],
@@ -153,9 +131,9 @@ mod tests {
         );
         let z: f32 = logits.iter().map(|l| l.exp()).sum();
         assert!((top[0].1 - (3.0f32.exp() / z).ln()).abs() < 1e-6);
-        assert_eq!(top_k_log_probs(&logits, 9).len(), 5);
+        assert_eq!(top_log_probs(&logits, 9).len(), 5);
         let with_nan = [0.0, f32::NAN, 1.0];
-        let ids: Vec<u32> = top_k_log_probs(&with_nan, 3).iter().map(|t| t.0).collect();
+        let ids: Vec<u32> = top_log_probs(&with_nan, 3).iter().map(|t| t.0).collect();
         assert_eq!(ids, vec![2, 0], "NaN is never drafted");
     }
 

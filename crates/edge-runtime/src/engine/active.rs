@@ -8,6 +8,7 @@ use crate::sampling::Sampler;
 use edge_kvcache::SeqId;
 use edge_model::Backend;
 use edge_spec::Speculator;
+use edge_spec::sampling::TokenLogprob;
 use std::time::Instant;
 
 /// A request's id within its engine, in submission order.
@@ -103,8 +104,14 @@ impl<B: Backend> Active<B> {
         context: usize,
     ) -> Option<StopReason> {
         self.out.tokens.push(token);
+        self.sampler.observe(token);
         if let (Some(rows), Some(l)) = (self.out.logits.as_mut(), logits) {
             rows.extend_from_slice(l);
+        }
+        if let (Some(list), Some(l), Some(n)) =
+            (self.out.logprobs.as_mut(), logits, self.req.logprobs)
+        {
+            list.push(TokenLogprob::of(l, token, n));
         }
         if !self.send(Event::Token(token)) {
             return Some(StopReason::Cancelled);

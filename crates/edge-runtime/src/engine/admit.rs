@@ -11,6 +11,9 @@ use edge_kvcache::PrefixCandidate;
 use edge_model::Backend;
 use std::time::Instant;
 
+/// The most alternatives per token a request may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
 impl<B: Backend> Engine<B> {
     /// Checks `req`, reserves its rows and restores its longest usable prefix; nothing
     /// is left behind on an error.
@@ -42,8 +45,19 @@ impl<B: Backend> Engine<B> {
                 "reuse point {p} is outside the prompt of {len} tokens"
             )));
         }
-        let sampler = Sampler::new(req.sampling)?;
-        let speculate = self.config.speculation.is_some() && !req.record_logits;
+        if let Some(n) = req.logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
+            return Err(RuntimeError::InvalidRequest(format!(
+                "at most {MAX_TOP_LOGPROBS} alternatives per token, not {n}"
+            )));
+        }
+        let mut sampler = Sampler::new(req.sampling)?;
+        sampler.set_prompt(&req.prompt);
+        // What speculation cannot serve: logits rows and log-probabilities per token,
+        // and penalties, under which a draft's distribution depends on its own path.
+        let speculate = self.config.speculation.is_some()
+            && !req.record_logits
+            && req.logprobs.is_none()
+            && !req.sampling.has_penalties();
         let lookahead = (self.config.speculation)
             .filter(|_| speculate)
             .map_or(0, |s| s.lookahead_rows());
@@ -51,6 +65,7 @@ impl<B: Backend> Engine<B> {
         let seq = self.cache.new_sequence(rows)?;
         let mut out = empty_output(len);
         out.logits = req.record_logits.then(Vec::new);
+        out.logprobs = req.logprobs.map(|_| Vec::new());
         let mtp_rows = self.config.speculation.is_some();
         let plan = PrefillPlan::new(
             len,

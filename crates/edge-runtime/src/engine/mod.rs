@@ -283,5 +283,6 @@ fn empty_output(prompt_tokens: usize) -> GenerateOutput {
         prefill_ms: 0.0,
         decode_ms: 0.0,
         speculation: None,
+        logprobs: None,
     }
 }

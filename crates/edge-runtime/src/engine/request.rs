@@ -2,6 +2,7 @@
 
 use crate::sampling::SamplingParams;
 use edge_spec::SpecStats;
+use edge_spec::sampling::TokenLogprob;
 
 /// What to generate.
 #[derive(Clone, Debug, Default)]
@@ -21,6 +22,9 @@ pub struct GenerateRequest {
     /// Keep the logits row each generated token was chosen from (turns speculation
     /// off for this request).
     pub record_logits: bool,
+    /// Report each generated token's log-probability under the model, with this many
+    /// most likely alternatives (at most 20; turns speculation off for this request).
+    pub logprobs: Option<usize>,
 }
 
 /// Why generation ended.
@@ -68,6 +72,8 @@ pub struct GenerateOutput {
     pub decode_ms: f64,
     /// Speculation counters, when the request was speculated.
     pub speculation: Option<SpecStats>,
+    /// Per generated token, its log-probability and alternatives, when requested.
+    pub logprobs: Option<Vec<TokenLogprob>>,
 }
 
 impl GenerateOutput {
