@@ -61,6 +61,24 @@ pub struct GenerateArgs {
     /// Random seed for sampling.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Sample from the K most likely tokens only (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Sample from the smallest set of tokens whose probability reaches P.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one.
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// OpenAI's presence penalty (−2 to 2).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub presence_penalty: f32,
+    /// OpenAI's frequency penalty (−2 to 2).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub frequency_penalty: f32,
+    /// Repetition penalty over prompt and output tokens (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
     /// Linear-layer activations: none (f32, exact), bf16 (rounded to bf16; fast packed
     /// GEMM for prompts), nvfp4 (W4A4 emulation of NVFP4 layers) or int8 (W4A8: int8
     /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
@@ -149,7 +167,12 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         sampling: SamplingParams {
             temperature: a.temperature,
             seed: a.seed,
-            ..SamplingParams::default()
+            top_k: a.top_k,
+            top_p: a.top_p,
+            min_p: a.min_p,
+            presence_penalty: a.presence_penalty,
+            frequency_penalty: a.frequency_penalty,
+            repetition_penalty: a.repetition_penalty,
         },
         stop_tokens,
         ..GenerateRequest::default()
