@@ -491,6 +491,7 @@ async fn concurrent_requests_and_disconnects() {
             other => panic!("request {i}: status {other}: {text}"),
         }
     }
+    eprintln!("{ok} answered, {refused} refused");
     assert!(ok >= 4, "{ok} answered, {refused} refused");
     let v = wait_idle(&client, &base).await;
     assert_eq!(v["refcounts_ok"], true);
