@@ -374,24 +374,36 @@ async fn completions_models_health_metrics() {
         .collect();
     assert_eq!(streamed, text);
 
-    // A stop string cuts the text there.
-    if let Some(cut) = text
-        .chars()
-        .nth(3)
-        .filter(|c| !c.is_whitespace())
-        .map(|c| c.to_string())
-    {
-        let (_, v) = post(
-            &client,
-            &format!("{base}/v1/completions"),
-            json!({"prompt": "The quick brown fox", "max_tokens": 12,
-                                 "temperature": 0, "stop": [cut.clone()]}),
-        )
-        .await;
-        let got = v["choices"][0]["text"].as_str().unwrap();
-        assert_eq!(got, &text[..text.find(&cut).unwrap()]);
-        assert_eq!(v["choices"][0]["finish_reason"], "stop");
-    }
+    // A stop string cuts the text before its first occurrence, streamed or not.
+    let chars: Vec<char> = text.chars().collect();
+    assert!(chars.len() >= 4, "{text:?}");
+    let cut: String = chars[chars.len() / 2..chars.len() / 2 + 2].iter().collect();
+    let expected = &text[..text.find(&cut).unwrap()];
+    let mut body = json!({"prompt": "The quick brown fox", "max_tokens": 12,
+                          "temperature": 0, "stop": [cut.clone(), "\u{1}never"]});
+    let (_, v) = post(&client, &format!("{base}/v1/completions"), body.clone()).await;
+    assert_eq!(v["choices"][0]["text"].as_str().unwrap(), expected);
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    body["stream"] = json!(true);
+    let res = client
+        .post(format!("{base}/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (records, done) = sse_records(&res.text().await.unwrap());
+    assert!(done);
+    let streamed: String = records
+        .iter()
+        .filter_map(|r| r["choices"][0]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, expected);
+    assert!(
+        records
+            .iter()
+            .any(|r| r["choices"][0]["finish_reason"] == "stop")
+    );
+    eprintln!("completion {text:?}, cut at {cut:?}");
 
     let v: Value = client
         .get(format!("{base}/v1/models"))

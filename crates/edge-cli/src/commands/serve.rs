@@ -101,6 +101,5 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         body_limit: a.body_limit,
     };
     runtime.block_on(serve(config, state))?;
-    tracing::info!("stopped");
     Ok(())
 }

@@ -88,3 +88,21 @@ impl IntoResponse for ApiError {
         (self.status, axum::Json(self.body())).into_response()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_map_to_statuses() {
+        let full = ApiError::from(RuntimeError::QueueFull { capacity: 4 });
+        assert_eq!(full.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(full.body()["error"]["type"], "rate_limit_error");
+        let down = ApiError::from(RuntimeError::ShutDown);
+        assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(down.body()["error"]["code"], "shutting_down");
+        let bad = ApiError::from(RuntimeError::InvalidRequest("x".into()));
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+        assert!(bad.body()["error"]["param"].is_null());
+    }
+}
