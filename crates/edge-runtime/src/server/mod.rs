@@ -102,7 +102,8 @@ impl ServerState {
         }
     }
 
-    /// The same state with a different request body limit (bytes).
+    /// The same state with a different request body limit (bytes; 8 MiB by default).
+    /// Meant for a state not yet shared: clones made earlier keep the old limit.
     pub fn with_body_limit(self, bytes: usize) -> Self {
         let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
             handle: a.handle.clone(),
