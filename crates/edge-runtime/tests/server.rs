@@ -228,11 +228,10 @@ async fn tool_calls_history_and_cached_tokens() {
 
     // The history with the call (arguments as a JSON string) and its result.
     let mut history = body["messages"].as_array().unwrap().clone();
-    history.push(
-        json!({"role": "assistant", "content": null, "tool_calls": [{
+    history.push(json!({"role": "assistant", "content": null,
+               "reasoning_content": "The git log shows the history.", "tool_calls": [{
         "id": "call_0", "type": "function",
-        "function": {"name": "bash", "arguments": call["function"]["arguments"]}}]}),
-    );
+        "function": {"name": "bash", "arguments": call["function"]["arguments"]}}]}));
     history.push(json!({"role": "tool", "tool_call_id": "call_0",
                         "content": "a1b2c3 Fix the parser\nd4e5f6 Add the server"}));
     let (status, v) = post(
@@ -271,6 +270,48 @@ async fn tool_calls_history_and_cached_tokens() {
             > 0,
         "{v2}"
     );
+
+    // tool_choice none renders no tools: a shorter prompt than auto's.
+    let mut short = body.clone();
+    short["max_tokens"] = json!(1);
+    let (_, v_auto) = post(&client, &url, short.clone()).await;
+    short["tool_choice"] = json!("none");
+    let (status, v_none) = post(&client, &url, short).await;
+    assert_eq!(status, 200, "{v_none}");
+    let prompt_tokens = |v: &Value| v["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        prompt_tokens(&v_none) < prompt_tokens(&v_auto),
+        "{v_none} {v_auto}"
+    );
+
+    // Thinking: the reasoning comes back as reasoning_content, whole or streamed.
+    let think = json!({"messages": [user("What is 2+2?")], "max_tokens": 40, "temperature": 0,
+                       "chat_template_kwargs": {"enable_thinking": true}});
+    let (status, v_think) = post(&client, &url, think.clone()).await;
+    assert_eq!(status, 200, "{v_think}");
+    let reasoning = v_think["choices"][0]["message"]["reasoning_content"]
+        .as_str()
+        .expect("reasoning_content")
+        .to_string();
+    assert!(!reasoning.is_empty());
+    let mut think_stream = think.clone();
+    think_stream["stream"] = json!(true);
+    let text = client
+        .post(&url)
+        .json(&think_stream)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (records, done) = sse_records(&text);
+    assert!(done);
+    let streamed: String = records
+        .iter()
+        .filter_map(|r| r["choices"][0]["delta"]["reasoning_content"].as_str())
+        .collect();
+    assert_eq!(streamed, reasoning);
 
     // Arguments that are not a JSON object are a bad request naming the call.
     let mut bad = history.clone();

@@ -7,7 +7,9 @@
 //! 404 unknown route, 413 body too large, 429 queue full, 503 shutting down).
 //!
 //! `tool_choice` `"required"` or naming a function renders the tools (only the named
-//! one) into the prompt; the model is not constrained to call one.
+//! one) into the prompt; the model is not constrained to call one. With `"none"` the
+//! tools are left out of the prompt; a call the model writes anyway is still parsed
+//! into `tool_calls`.
 
 mod chat;
 mod errors;
