@@ -184,7 +184,12 @@ fn run(
                         return;
                     }
                 };
-                if text.ends_with('\u{fffd}') || text.len() <= shown {
+                // Wait while the text ends in an incomplete character (or, should a
+                // decoder ever rewrite earlier text, while `shown` splits a character).
+                if text.ends_with('\u{fffd}')
+                    || text.len() <= shown
+                    || !text.is_char_boundary(shown)
+                {
                     continue;
                 }
                 let (end, hit) = stop_cut(&text, shown, stops);
@@ -210,7 +215,9 @@ fn run(
                 }
             }
             Event::Finished(Ok(out)) => {
-                if shown < text.len() && !send_all(split.push(&text[shown..])) {
+                if let Some(rest) = text.get(shown..).filter(|r| !r.is_empty())
+                    && !send_all(split.push(rest))
+                {
                     return;
                 }
                 if !send_all(split.finish()) {
