@@ -549,13 +549,30 @@ async fn concurrent_requests_and_disconnects() {
     let v = wait_idle(&client, &base).await;
     assert_eq!(v["refcounts_ok"], true);
 
-    // A client that goes away mid-stream cancels its request.
+    // A client that goes away mid-stream cancels its request: the engine stops
+    // generating for it long before its 2000 tokens.
+    let generated = |m: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("edge_generated_tokens_total "))
+            .and_then(|n| n.parse().ok())
+            .expect("edge_generated_tokens_total")
+    };
+    let metrics_url = format!("{base}/metrics");
+    let before = generated(
+        &client
+            .get(&metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
     let res = client
-        .post(&url)
-        .json(
-            &json!({"messages": [user("Count to a thousand.")], "max_tokens": 2000,
-                      "temperature": 0, "stream": true}),
-        )
+        .post(format!("{base}/v1/completions"))
+        // Greedy, the demo model continues this for all 2000 tokens when let run.
+        .json(&json!({"prompt": "1, 2, 3, 4, 5, 6,", "max_tokens": 2000,
+                      "temperature": 0, "stream": true}))
         .send()
         .await
         .unwrap();
@@ -564,4 +581,16 @@ async fn concurrent_requests_and_disconnects() {
     drop(body);
     let v = wait_idle(&client, &base).await;
     assert_eq!(v["refcounts_ok"], true);
+    let after = generated(
+        &client
+            .get(&metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    );
+    eprintln!("the cancelled request generated {} tokens", after - before);
+    assert!(after - before < 1000, "{before} -> {after}");
 }
