@@ -34,6 +34,9 @@ enum Command {
     Inspect(commands::inspect::InspectArgs),
     /// Write a ModelOpt-layout NVFP4 or FP8 checkpoint.
     Quantize(commands::quantize::QuantizeArgs),
+    /// Serve an OpenAI-compatible HTTP API (chat and text completions, tool calls,
+    /// streaming) on 127.0.0.1:8000 by default.
+    Serve(commands::serve::ServeArgs),
     /// Benchmarks: prefill/decode speed against the memory-bandwidth bound.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -62,6 +65,7 @@ fn main() {
         Command::Score(a) => commands::score::run(a),
         Command::Inspect(a) => commands::inspect::run(a),
         Command::Quantize(a) => commands::quantize::run(a),
+        Command::Serve(a) => commands::serve::run(a),
         Command::Bench(c) => commands::bench::run(c),
     };
     if let Err(e) = result {

@@ -29,6 +29,9 @@ pub enum RuntimeError {
     /// An error from the model.
     #[error(transparent)]
     Model(#[from] edge_model::ModelError),
+    /// The HTTP server could not start or failed.
+    #[error("server: {0}")]
+    Server(String),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),

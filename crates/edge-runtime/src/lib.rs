@@ -11,6 +11,8 @@ pub mod agentic;
 pub mod chat_template;
 pub mod engine;
 pub mod sampling;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod tokenizer;
 pub mod tool_calls;
 

@@ -9,6 +9,7 @@ pub mod inspect;
 pub mod quantize;
 mod requests;
 pub mod score;
+pub mod serve;
 
 use crate::cli_error::CliError;
 use std::path::Path;

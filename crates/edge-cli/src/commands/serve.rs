@@ -1,0 +1,105 @@
+//! `edge-llm serve`: the OpenAI-compatible HTTP server (`/v1/chat/completions`,
+//! `/v1/completions`, `/v1/models`, `/health`, `/metrics`) on one engine.
+
+use super::engine_args::EngineArgs;
+use crate::bundle::Bundle;
+use crate::cli_error::CliError;
+use clap::Args;
+use edge_model::{ActivationMode, LoadOptions};
+use edge_runtime::server::{ServerConfig, ServerState, serve};
+use edge_runtime::{Engine, EngineHandle};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Flags of `serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Model directory (config.json, safetensors, tokenizer.json, tokenizer_config.json
+    /// with a chat template). Without it the embedded demo model is served.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Address to listen on (loopback by default; 0.0.0.0 exposes the server).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Requests that may wait while the engine is full; more get 429.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Requests decoding or prefilling at once.
+    #[arg(long, default_value_t = 8)]
+    pub max_sequences: usize,
+    /// The model name the API reports (default: the model directory's name, or
+    /// `demo`).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Largest request body, bytes.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub body_limit: usize,
+    /// Linear-layer activations: none, bf16, nvfp4 or int8 (see `generate`).
+    #[arg(long, default_value = "none")]
+    pub act_quant: ActivationMode,
+    /// Engine and cache settings.
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Runs `serve` until SIGINT or SIGTERM.
+pub fn run(a: ServeArgs) -> Result<(), CliError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    if a.max_sequences == 0 {
+        return Err(CliError::Usage("--max-sequences must be at least 1".into()));
+    }
+    let opts = LoadOptions {
+        activations: a.act_quant,
+    };
+    let Bundle {
+        model,
+        tokenizer,
+        template,
+        ..
+    } = Bundle::load(a.model.as_deref(), opts)?;
+    let tokenizer = tokenizer.ok_or_else(|| {
+        CliError::Usage("serving needs tokenizer.json in the model directory".into())
+    })?;
+    let template = template.ok_or_else(|| {
+        CliError::Usage("serving needs a chat_template in tokenizer_config.json".into())
+    })?;
+    let name = a.served_model_name.clone().unwrap_or_else(|| {
+        a.model
+            .as_deref()
+            .and_then(|d| d.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "demo".into())
+    });
+    let eos = model.config().eos_token_ids.clone();
+    let context = model.config().max_position_embeddings;
+    let config = edge_runtime::EngineConfig {
+        max_sequences: a.max_sequences,
+        ..a.engine.config(&model)
+    };
+    let engine = Engine::new(Arc::new(model), config)?;
+    let handle = Arc::new(EngineHandle::spawn(engine, a.queue)?);
+    let state = ServerState::new(
+        handle,
+        Arc::new(tokenizer),
+        Arc::new(template),
+        name,
+        context,
+        eos,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the async runtime: {e}")))?;
+    let config = ServerConfig {
+        host: a.host,
+        port: a.port,
+        body_limit: a.body_limit,
+    };
+    runtime.block_on(serve(config, state))?;
+    Ok(())
+}

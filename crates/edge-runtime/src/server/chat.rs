@@ -1,0 +1,367 @@
+//! Request parsing: the sampling parameters both endpoints share, the chat messages,
+//! tools and `tool_choice`, and the prompt they render to.
+//!
+//! `tool_choice` `"required"` or a named function renders the prompt with the tools
+//! (a named function: with that tool only); the model is not forced to call one.
+
+use super::ServerState;
+use super::errors::ApiError;
+use crate::SamplingParams;
+use serde_json::{Map, Value};
+
+/// What the generation of one request needs besides its prompt.
+#[derive(Clone, Debug)]
+pub struct GenParams {
+    /// Most tokens to generate.
+    pub max_tokens: Option<usize>,
+    /// Sampling.
+    pub sampling: SamplingParams,
+    /// Strings that end the reply (the text is cut before the first one).
+    pub stop: Vec<String>,
+    /// Stream the reply as server-sent events.
+    pub stream: bool,
+    /// Send a usage chunk before `[DONE]`.
+    pub include_usage: bool,
+}
+
+/// A prompt ready for the engine.
+#[derive(Clone, Debug)]
+pub struct Prompt {
+    /// The rendered text.
+    pub text: String,
+    /// Its token ids.
+    pub ids: Vec<u32>,
+    /// Where earlier messages end (points a later request may resume from).
+    pub reuse_points: Vec<usize>,
+    /// The tools offered (for the tool-call parser); `None` for plain completions.
+    pub tools: Option<Value>,
+    /// Whether to parse tool calls and reasoning from the reply.
+    pub chat: bool,
+}
+
+fn number(body: &Map<String, Value>, key: &str) -> Result<Option<f64>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("`{key}` must be a number"), Some(key))),
+    }
+}
+
+fn integer(body: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!("`{key}` must be a non-negative integer"), Some(key))
+        }),
+    }
+}
+
+/// The parameters shared by chat and text completions.
+pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
+    let temperature = number(body, "temperature")?.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::bad_request(
+            format!("temperature must be between 0 and 2, got {temperature}"),
+            Some("temperature"),
+        ));
+    }
+    let top_p = number(body, "top_p")?.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::bad_request(
+            format!("top_p must be in (0, 1], got {top_p}"),
+            Some("top_p"),
+        ));
+    }
+    if let Some(n) = integer(body, "n")?
+        && n != 1
+    {
+        return Err(ApiError::bad_request(
+            format!("only n = 1 is supported, got {n}"),
+            Some("n"),
+        ));
+    }
+    let max_tokens = match integer(body, "max_completion_tokens")? {
+        Some(m) => Some((m, "max_completion_tokens")),
+        None => integer(body, "max_tokens")?.map(|m| (m, "max_tokens")),
+    };
+    if let Some((0, key)) = max_tokens {
+        return Err(ApiError::bad_request(
+            format!("{key} must be at least 1"),
+            Some(key),
+        ));
+    }
+    let seed = match body.get("seed") {
+        None | Some(Value::Null) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        Some(v) => v
+            .as_i64()
+            .map(|s| s as u64)
+            .or_else(|| v.as_u64())
+            .ok_or_else(|| ApiError::bad_request("`seed` must be an integer", Some("seed")))?,
+    };
+    let top_k = integer(body, "top_k")?.unwrap_or(0) as usize;
+    let stop = match body.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "`stop` must be a string or an array of strings",
+                    Some("stop"),
+                )
+            })?,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "`stop` must be a string or an array of strings",
+                Some("stop"),
+            ));
+        }
+    };
+    let stop = stop.into_iter().filter(|s| !s.is_empty()).collect();
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = body
+        .get("stream_options")
+        .and_then(|o| o.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(GenParams {
+        max_tokens: max_tokens.map(|(m, _)| m as usize),
+        sampling: SamplingParams {
+            temperature: temperature as f32,
+            top_k,
+            top_p: top_p as f32,
+            seed,
+        },
+        stop,
+        stream,
+        include_usage,
+    })
+}
+
+/// Message content as text: a string, null, or an array of `{"type": "text"}` parts.
+fn content_text(content: Option<&Value>, index: usize) -> Result<Value, ApiError> {
+    match content {
+        None | Some(Value::Null) => Ok(Value::String(String::new())),
+        Some(Value::String(s)) => Ok(Value::String(s.clone())),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for p in parts {
+                match p.get("text").and_then(Value::as_str) {
+                    Some(t) => text.push_str(t),
+                    None => {
+                        return Err(ApiError::bad_request(
+                            format!("messages[{index}].content: only text parts are supported"),
+                            Some("messages"),
+                        ));
+                    }
+                }
+            }
+            Ok(Value::String(text))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            format!("messages[{index}].content must be a string or an array of text parts"),
+            Some("messages"),
+        )),
+    }
+}
+
+/// Checks the messages and normalises their content to strings.
+pub fn messages(body: &Map<String, Value>) -> Result<Value, ApiError> {
+    let list = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request("`messages` must be a non-empty array", Some("messages"))
+        })?;
+    let mut out = Vec::with_capacity(list.len());
+    // Whether the last non-tool message was an assistant's with tool calls.
+    let mut calls_open = false;
+    for (i, m) in list.iter().enumerate() {
+        let obj = m.as_object().ok_or_else(|| {
+            ApiError::bad_request(format!("messages[{i}] must be an object"), Some("messages"))
+        })?;
+        let role = obj.get("role").and_then(Value::as_str).unwrap_or("");
+        let mut msg = obj.clone();
+        match role {
+            "system" | "developer" | "user" => {
+                msg.insert(
+                    "role".into(),
+                    Value::String(role.replace("developer", "system")),
+                );
+                calls_open = false;
+            }
+            "assistant" => {
+                calls_open = match obj.get("tool_calls") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Array(calls)) => !calls.is_empty(),
+                    Some(_) => {
+                        return Err(ApiError::bad_request(
+                            format!("messages[{i}].tool_calls must be an array"),
+                            Some("messages"),
+                        ));
+                    }
+                };
+            }
+            "tool" => {
+                if !calls_open {
+                    return Err(ApiError::bad_request(
+                        format!(
+                            "messages[{i}] is a tool result with no preceding assistant message \
+                             with tool_calls"
+                        ),
+                        Some("messages"),
+                    ));
+                }
+            }
+            other => {
+                return Err(ApiError::bad_request(
+                    format!(
+                        "messages[{i}] has unknown role `{other}` (expected system, user, \
+                         assistant or tool)"
+                    ),
+                    Some("messages"),
+                ));
+            }
+        }
+        msg.insert("content".into(), content_text(obj.get("content"), i)?);
+        out.push(Value::Object(msg));
+    }
+    Ok(Value::Array(out))
+}
+
+/// The tools to render, after `tool_choice`.
+pub fn tools(body: &Map<String, Value>) -> Result<Option<Value>, ApiError> {
+    let tools = match body.get("tools") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(t)) if t.is_empty() => return Ok(None),
+        Some(Value::Array(t)) => t.clone(),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "`tools` must be an array",
+                Some("tools"),
+            ));
+        }
+    };
+    let name_of = |t: &Value| {
+        t.get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    if let Some(i) = tools.iter().position(|t| name_of(t).is_none()) {
+        return Err(ApiError::bad_request(
+            format!("tools[{i}] has no function.name"),
+            Some("tools"),
+        ));
+    }
+    match body.get("tool_choice") {
+        None | Some(Value::Null) => Ok(Some(Value::Array(tools))),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" | "required" => Ok(Some(Value::Array(tools))),
+            "none" => Ok(None),
+            other => Err(ApiError::bad_request(
+                format!(
+                    "unknown tool_choice `{other}` (expected auto, none, required or a function)"
+                ),
+                Some("tool_choice"),
+            )),
+        },
+        Some(choice) => {
+            let name = choice
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    ApiError::bad_request("tool_choice has no function.name", Some("tool_choice"))
+                })?;
+            let chosen: Vec<Value> = tools
+                .into_iter()
+                .filter(|t| name_of(t).as_deref() == Some(name))
+                .collect();
+            if chosen.is_empty() {
+                return Err(ApiError::bad_request(
+                    format!("tool_choice names `{name}`, which is not among the tools"),
+                    Some("tool_choice"),
+                ));
+            }
+            Ok(Some(Value::Array(chosen)))
+        }
+    }
+}
+
+/// The chat request's prompt: messages rendered through the template (message ends
+/// marked as reuse points) and tokenized.
+pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
+    let messages = messages(body)?;
+    let tools = tools(body)?;
+    let thinking = body
+        .get("chat_template_kwargs")
+        .and_then(|k| k.get("enable_thinking"))
+        .or_else(|| body.get("enable_thinking"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let (text, ends) =
+        state
+            .inner
+            .template
+            .render_marked(&messages, tools.as_ref(), true, thinking)?;
+    let (ids, reuse_points) = state.inner.tokenizer.encode_marked(&text, &ends)?;
+    check_context(state, ids.len())?;
+    Ok(Prompt {
+        text,
+        ids,
+        reuse_points,
+        tools,
+        chat: true,
+    })
+}
+
+/// A text completion's prompt: the string tokenized as is.
+pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
+    let text = match body.get("prompt") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            a[0].as_str().unwrap_or_default().to_string()
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "`prompt` must be a string",
+                Some("prompt"),
+            ));
+        }
+    };
+    let ids = state.inner.tokenizer.encode(&text)?;
+    if ids.is_empty() {
+        return Err(ApiError::bad_request("`prompt` is empty", Some("prompt")));
+    }
+    check_context(state, ids.len())?;
+    Ok(Prompt {
+        text,
+        ids,
+        reuse_points: Vec::new(),
+        tools: None,
+        chat: false,
+    })
+}
+
+fn check_context(state: &ServerState, prompt_len: usize) -> Result<(), ApiError> {
+    let context = state.inner.context_len;
+    if prompt_len >= context {
+        return Err(ApiError::bad_request(
+            format!(
+                "the prompt has {prompt_len} tokens, which leaves no room in the model's \
+                 context window of {context} tokens"
+            ),
+            Some("messages"),
+        ));
+    }
+    Ok(())
+}

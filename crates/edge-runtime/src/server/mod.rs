@@ -1,0 +1,242 @@
+//! The OpenAI-compatible HTTP server (cargo feature `server`).
+//!
+//! Routes: `POST /v1/chat/completions`, `POST /v1/completions` (both streamed with
+//! `stream: true`), `GET /v1/models`, `GET /health`, `GET /metrics`. Requests run on
+//! the engine thread behind an [`EngineHandle`]; a client that disconnects cancels
+//! its request. Errors are OpenAI-style `{"error": {...}}` bodies (400 bad request,
+//! 404 unknown route, 413 body too large, 429 queue full, 503 shutting down).
+//!
+//! `tool_choice` `"required"` or naming a function renders the tools (only the named
+//! one) into the prompt; the model is not constrained to call one. With `"none"` the
+//! tools are left out of the prompt; a call the model writes anyway is still parsed
+//! into `tool_calls`.
+
+mod chat;
+mod errors;
+mod handlers;
+mod metrics;
+mod stream;
+mod worker;
+
+pub use errors::ApiError;
+pub use metrics::Metrics;
+
+use crate::{ChatTemplate, EngineHandle, Result, RuntimeError, Tokenizer};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Where and how the server listens.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to bind (loopback by default).
+    pub host: String,
+    /// Port to bind (0: any free port).
+    pub port: u16,
+    /// Largest request body accepted, bytes (larger ones get 413).
+    pub body_limit: usize,
+}
+
+impl Default for ServerConfig {
+    /// `127.0.0.1:8000`, 8 MiB bodies.
+    fn default() -> Self {
+        ServerConfig {
+            host: "127.0.0.1".into(),
+            port: 8000,
+            body_limit: 8 << 20,
+        }
+    }
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    handle: Arc<EngineHandle>,
+    tokenizer: Arc<Tokenizer>,
+    template: Arc<ChatTemplate>,
+    model_name: String,
+    context_len: usize,
+    eos: Vec<u32>,
+    metrics: Metrics,
+    body_limit: usize,
+    next_request: AtomicU64,
+    created: u64,
+}
+
+/// The server's state: the engine handle, tokenizer, chat template and model facts.
+/// Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ServerState {
+    inner: Arc<Inner>,
+}
+
+impl ServerState {
+    /// State for a model called `model_name` with `context_len` positions, whose
+    /// replies end at any of `eos` (the model config's `eos_token_ids`).
+    pub fn new(
+        handle: Arc<EngineHandle>,
+        tokenizer: Arc<Tokenizer>,
+        template: Arc<ChatTemplate>,
+        model_name: impl Into<String>,
+        context_len: usize,
+        eos: Vec<u32>,
+    ) -> Self {
+        ServerState {
+            inner: Arc::new(Inner {
+                handle,
+                tokenizer,
+                template,
+                model_name: model_name.into(),
+                context_len,
+                eos,
+                metrics: Metrics::default(),
+                body_limit: ServerConfig::default().body_limit,
+                next_request: AtomicU64::new(1),
+                created: unix_now(),
+            }),
+        }
+    }
+
+    /// The same state with a different request body limit (bytes; 8 MiB by default).
+    /// Meant for a state not yet shared: clones made earlier keep the old limit.
+    pub fn with_body_limit(self, bytes: usize) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
+            handle: a.handle.clone(),
+            tokenizer: a.tokenizer.clone(),
+            template: a.template.clone(),
+            model_name: a.model_name.clone(),
+            context_len: a.context_len,
+            eos: a.eos.clone(),
+            metrics: Metrics::default(),
+            body_limit: a.body_limit,
+            next_request: AtomicU64::new(1),
+            created: a.created,
+        });
+        inner.body_limit = bytes;
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The engine handle.
+    pub fn handle(&self) -> &Arc<EngineHandle> {
+        &self.inner.handle
+    }
+}
+
+/// Seconds since the Unix epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The server's routes, for [`serve`] or for tests on a listener of their own.
+pub fn router(state: ServerState) -> Router {
+    let limit = state.inner.body_limit;
+    Router::new()
+        .route("/v1/chat/completions", post(handlers::chat_completions))
+        .route("/v1/completions", post(handlers::completions))
+        .route("/v1/models", get(handlers::models))
+        .route("/health", get(handlers::health))
+        .route("/metrics", get(handlers::metrics))
+        .fallback(handlers::not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), track))
+        .with_state(state)
+}
+
+/// Gives each request an id (`x-request-id`), logs it with its session
+/// (`x-session-id`), status and time, and counts its status code.
+async fn track(State(state): State<ServerState>, req: Request, next: Next) -> Response {
+    let n = state.inner.next_request.fetch_add(1, Ordering::Relaxed);
+    let id = format!("req-{n}");
+    let session = req
+        .headers()
+        .get("x-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let started = Instant::now();
+    let span = tracing::info_span!("request", id = %id, session = %session);
+    let mut res = {
+        use tracing::Instrument;
+        next.run(req).instrument(span.clone()).await
+    };
+    let status = res.status();
+    state.inner.metrics.response(status.as_u16());
+    span.in_scope(|| {
+        tracing::info!(
+            %method, %path, status = status.as_u16(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "answered"
+        )
+    });
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
+    res
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then finishes the
+/// responses in progress.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    state: ServerState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| RuntimeError::Server(e.to_string()))
+}
+
+/// Binds `config.host:config.port` and serves until SIGINT or SIGTERM.
+pub async fn serve(config: ServerConfig, state: ServerState) -> Result<()> {
+    let addr = format!("{}:{}", config.host, config.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| RuntimeError::Server(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| RuntimeError::Server(e.to_string()))?;
+    tracing::info!("listening on http://{local}");
+    serve_on(
+        listener,
+        state.with_body_limit(config.body_limit),
+        shutdown_signal(),
+    )
+    .await
+}
+
+/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: finishing the responses in progress");
+}

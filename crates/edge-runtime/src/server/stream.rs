@@ -1,0 +1,176 @@
+//! Replies: server-sent events (`data: <JSON>\n\n` chunks ending with `data: [DONE]`)
+//! for `stream: true`, one JSON body otherwise.
+
+use super::errors::ApiError;
+use super::worker::{Piece, Summary};
+use crate::tool_calls::Delta;
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// The identity of one reply.
+#[derive(Clone, Debug)]
+pub struct ReplyMeta {
+    /// `chatcmpl-…` or `cmpl-…`.
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model's name.
+    pub model: String,
+    /// A chat completion (else a text completion).
+    pub chat: bool,
+}
+
+/// Renders pieces as SSE records.
+struct ChunkWriter {
+    meta: ReplyMeta,
+    include_usage: bool,
+    started: bool,
+}
+
+impl ChunkWriter {
+    fn chunk(&self, choices: Value, usage: Option<Value>) -> Value {
+        let object = if self.meta.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let mut v = json!({
+            "id": self.meta.id,
+            "object": object,
+            "created": self.meta.created,
+            "model": self.meta.model,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            v["usage"] = u;
+        }
+        v
+    }
+
+    fn choice(&self, delta: Value, finish_reason: Option<&str>) -> Value {
+        if self.meta.chat {
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}])
+        } else {
+            let text = delta.get("content").cloned().unwrap_or(json!(""));
+            json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason}])
+        }
+    }
+
+    fn render(&mut self, piece: Piece) -> Bytes {
+        let mut out = String::new();
+        let mut record = |v: &Value| {
+            out.push_str("data: ");
+            out.push_str(&v.to_string());
+            out.push_str("\n\n");
+        };
+        if !self.started && self.meta.chat {
+            record(&self.chunk(
+                self.choice(json!({"role": "assistant", "content": ""}), None),
+                None,
+            ));
+        }
+        self.started = true;
+        match piece {
+            Piece::Delta(d) => {
+                let delta = match d {
+                    Delta::Content(c) => json!({"content": c}),
+                    Delta::Reasoning(r) => json!({"reasoning_content": r}),
+                    Delta::ToolCall(call) => json!({"tool_calls": [call.to_openai_delta()]}),
+                };
+                record(&self.chunk(self.choice(delta, None), None));
+            }
+            Piece::Done(s) => {
+                record(&self.chunk(self.choice(json!({}), Some(s.finish_reason)), None));
+                if self.include_usage {
+                    record(&self.chunk(json!([]), Some(s.usage())));
+                }
+                out.push_str("data: [DONE]\n\n");
+            }
+            Piece::Error(e) => {
+                record(&e.body());
+                out.push_str("data: [DONE]\n\n");
+            }
+        }
+        Bytes::from(out)
+    }
+}
+
+/// The SSE response: `first` (already received, so errors before any output could
+/// become plain HTTP errors) and the rest of `rx`. Dropping the body (the client went
+/// away) drops `rx`, which cancels the request.
+pub fn sse(
+    meta: ReplyMeta,
+    include_usage: bool,
+    first: Piece,
+    rx: mpsc::Receiver<Piece>,
+) -> Response {
+    let mut writer = ChunkWriter {
+        meta,
+        include_usage,
+        started: false,
+    };
+    let pieces = tokio_stream::once(first).chain(ReceiverStream::new(rx));
+    let body = pieces.map(move |p| Ok::<_, Infallible>(writer.render(p)));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// Collects a whole reply into one JSON body.
+pub async fn collect(
+    meta: ReplyMeta,
+    first: Piece,
+    mut rx: mpsc::Receiver<Piece>,
+) -> Result<Value, ApiError> {
+    let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+    let mut next = Some(first);
+    let summary: Summary = loop {
+        let piece = match next.take() {
+            Some(p) => p,
+            None => rx.recv().await.ok_or_else(|| {
+                ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "the engine stopped before the request finished",
+                )
+            })?,
+        };
+        match piece {
+            Piece::Delta(Delta::Content(c)) => content.push_str(&c),
+            Piece::Delta(Delta::Reasoning(r)) => reasoning.push_str(&r),
+            Piece::Delta(Delta::ToolCall(c)) => calls.push(c.to_openai()),
+            Piece::Done(s) => break s,
+            Piece::Error(e) => return Err(e),
+        }
+    };
+    let choice = if meta.chat {
+        let mut message = json!({"role": "assistant", "content": content});
+        if !reasoning.is_empty() {
+            message["reasoning_content"] = json!(reasoning);
+        }
+        if !calls.is_empty() {
+            message["tool_calls"] = json!(calls);
+        }
+        json!({"index": 0, "message": message, "logprobs": null, "finish_reason": summary.finish_reason})
+    } else {
+        json!({"index": 0, "text": content, "logprobs": null, "finish_reason": summary.finish_reason})
+    };
+    Ok(json!({
+        "id": meta.id,
+        "object": if meta.chat { "chat.completion" } else { "text_completion" },
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [choice],
+        "usage": summary.usage(),
+    }))
+}

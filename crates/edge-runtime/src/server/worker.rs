@@ -1,0 +1,268 @@
+//! One generation, bridged from the engine thread to async handlers: the blocking
+//! [`crate::RequestStream`] is read on a `spawn_blocking` thread that detokenizes,
+//! applies the stop strings and the tool-call parser, and sends [`Piece`]s over a
+//! tokio channel. When the receiver is dropped (the client went away, or a stop
+//! string ended the reply) the thread drops the request stream, which cancels the
+//! request and frees its pages.
+
+use super::ServerState;
+use super::chat::{GenParams, Prompt};
+use super::errors::ApiError;
+use crate::tool_calls::{Delta, ToolCallFormat, ToolCallParser, prompt_opens_reasoning};
+use crate::{Event, GenerateRequest, RequestStream, StopReason};
+use axum::http::StatusCode;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// What the worker reports.
+#[derive(Debug)]
+pub enum Piece {
+    /// Text, reasoning or a tool call of the reply.
+    Delta(Delta),
+    /// The reply is complete.
+    Done(Summary),
+    /// The request failed.
+    Error(ApiError),
+}
+
+/// How a reply ended, with its token counts.
+#[derive(Clone, Copy, Debug)]
+pub struct Summary {
+    /// `stop`, `length` or `tool_calls`.
+    pub finish_reason: &'static str,
+    /// Tokens in the prompt.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub completion_tokens: usize,
+    /// Prompt tokens restored from the prefix cache (0 when a stop string ended the
+    /// reply: the cancelled request reports no count).
+    pub cached_tokens: usize,
+}
+
+impl Summary {
+    /// The OpenAI `usage` object.
+    pub fn usage(&self) -> serde_json::Value {
+        serde_json::json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+        })
+    }
+}
+
+/// Submits the prompt and starts the worker; queue-full and shut-down engines are
+/// refused here, before any response is sent.
+pub fn start(
+    state: &ServerState,
+    prompt: Prompt,
+    params: &GenParams,
+) -> Result<mpsc::Receiver<Piece>, ApiError> {
+    let inner = &state.inner;
+    let remaining = inner.context_len.saturating_sub(prompt.ids.len());
+    let max_new_tokens = params.max_tokens.unwrap_or(remaining).min(remaining);
+    let stream = inner.handle.submit(GenerateRequest {
+        prompt: prompt.ids.clone(),
+        reuse_points: prompt.reuse_points.clone(),
+        max_new_tokens,
+        sampling: params.sampling,
+        stop_tokens: inner.eos.clone(),
+        record_logits: false,
+    })?;
+    let (tx, rx) = mpsc::channel(64);
+    let state = state.clone();
+    let stops = params.stop.clone();
+    tokio::task::spawn_blocking(move || run(&state, stream, &prompt, &stops, &tx));
+    Ok(rx)
+}
+
+/// Where the text may be shown up to: before the first stop string (and `true`), or
+/// before a tail that could still become one.
+fn stop_cut(text: &str, shown: usize, stops: &[String]) -> (usize, bool) {
+    let longest = stops.iter().map(String::len).max().unwrap_or(0);
+    if longest == 0 {
+        return (text.len(), false);
+    }
+    let mut from = shown.saturating_sub(longest);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let hit = stops
+        .iter()
+        .filter_map(|s| text[from..].find(s.as_str()).map(|p| p + from))
+        .min();
+    if let Some(p) = hit {
+        return (p.max(shown), true);
+    }
+    let held = (shown..text.len())
+        .filter(|&i| text.is_char_boundary(i))
+        .find(|&i| stops.iter().any(|s| s.starts_with(&text[i..])));
+    (held.unwrap_or(text.len()), false)
+}
+
+/// Turns text into deltas: through the tool-call parser for chats, as content for
+/// plain completions.
+struct Splitter {
+    parser: Option<ToolCallParser>,
+    tool_calls: usize,
+}
+
+impl Splitter {
+    fn push(&mut self, text: &str) -> Vec<Delta> {
+        let deltas = match &mut self.parser {
+            Some(p) => p.push(text),
+            None => vec![Delta::Content(text.to_string())],
+        };
+        self.count(deltas)
+    }
+
+    fn finish(&mut self) -> Vec<Delta> {
+        let Some(p) = self.parser.take() else {
+            return Vec::new();
+        };
+        let (deltas, warnings) = p.finish();
+        for w in warnings {
+            tracing::debug!("tool-call parser: {}", w.message);
+        }
+        self.count(deltas)
+    }
+
+    fn count(&mut self, deltas: Vec<Delta>) -> Vec<Delta> {
+        self.tool_calls += deltas
+            .iter()
+            .filter(|d| matches!(d, Delta::ToolCall(_)))
+            .count();
+        deltas
+    }
+}
+
+fn run(
+    state: &ServerState,
+    stream: RequestStream,
+    prompt: &Prompt,
+    stops: &[String],
+    tx: &mpsc::Sender<Piece>,
+) {
+    let inner = &state.inner;
+    let send = |p: Piece| tx.blocking_send(p).is_ok();
+    let send_all = |ds: Vec<Delta>| ds.into_iter().all(|d| send(Piece::Delta(d)));
+    let format = inner
+        .template
+        .tool_call_format()
+        .unwrap_or(ToolCallFormat::Xml);
+    let mut split = Splitter {
+        parser: prompt.chat.then(|| {
+            ToolCallParser::new(
+                format,
+                prompt.tools.as_ref(),
+                prompt_opens_reasoning(&prompt.text),
+            )
+        }),
+        tool_calls: 0,
+    };
+    let started = Instant::now();
+    let mut last: Option<Instant> = None;
+    let (mut tokens, mut generated, mut shown, mut text) = (Vec::new(), 0, 0, String::new());
+    for event in stream {
+        match event {
+            Event::Token(t) => {
+                let now = Instant::now();
+                match last {
+                    None => inner.metrics.ttft((now - started).as_secs_f64()),
+                    Some(l) => inner.metrics.inter_token((now - l).as_secs_f64()),
+                }
+                last = Some(now);
+                generated += 1;
+                if inner.eos.contains(&t) {
+                    continue;
+                }
+                tokens.push(t);
+                text = match inner.tokenizer.decode(&tokens) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        send(Piece::Error(e.into()));
+                        return;
+                    }
+                };
+                // Wait while the text ends in an incomplete character (or, should a
+                // decoder ever rewrite earlier text, while `shown` splits a character).
+                if text.ends_with('\u{fffd}')
+                    || text.len() <= shown
+                    || !text.is_char_boundary(shown)
+                {
+                    continue;
+                }
+                let (end, hit) = stop_cut(&text, shown, stops);
+                if end > shown && !send_all(split.push(&text[shown..end])) {
+                    return;
+                }
+                shown = end;
+                if hit {
+                    // Leaving the loop drops the stream: the engine cancels the request.
+                    let mut deltas = split.finish();
+                    let _ = send_all(std::mem::take(&mut deltas));
+                    send(Piece::Done(Summary {
+                        finish_reason: if split.tool_calls > 0 {
+                            "tool_calls"
+                        } else {
+                            "stop"
+                        },
+                        prompt_tokens: prompt.ids.len(),
+                        completion_tokens: generated,
+                        cached_tokens: 0,
+                    }));
+                    return;
+                }
+            }
+            Event::Finished(Ok(out)) => {
+                if let Some(rest) = text.get(shown..).filter(|r| !r.is_empty())
+                    && !send_all(split.push(rest))
+                {
+                    return;
+                }
+                if !send_all(split.finish()) {
+                    return;
+                }
+                if let Some(s) = out.speculation {
+                    inner.metrics.speculation(s.drafted, s.accepted);
+                }
+                let finish_reason = match out.stop {
+                    _ if split.tool_calls > 0 => "tool_calls",
+                    StopReason::Length | StopReason::Context => "length",
+                    StopReason::Stop | StopReason::Cancelled => "stop",
+                };
+                send(Piece::Done(Summary {
+                    finish_reason,
+                    prompt_tokens: out.prompt_tokens,
+                    completion_tokens: out.tokens.len(),
+                    cached_tokens: out.cached_tokens,
+                }));
+                return;
+            }
+            Event::Finished(Err(e)) => {
+                send(Piece::Error(e.into()));
+                return;
+            }
+        }
+    }
+    send(Piece::Error(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the engine stopped before the request finished",
+    )));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stop_cut;
+
+    #[test]
+    fn stop_strings_cut_and_hold_back() {
+        let stops = vec!["END".to_string()];
+        assert_eq!(stop_cut("hello", 0, &stops), (5, false));
+        assert_eq!(stop_cut("hello E", 0, &stops), (6, false));
+        assert_eq!(stop_cut("hello EN", 6, &stops), (6, false));
+        assert_eq!(stop_cut("hello END more", 6, &stops), (6, true));
+        assert_eq!(stop_cut("héllo", 0, &[]), (6, false));
+        assert_eq!(stop_cut("aé", 0, &["é!".to_string()]), (1, false));
+    }
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Drive a running `edge-llm serve` with the official `openai` client (not run in CI).
+
+    cargo run --release -p edge-cli -- serve --port 8000 &
+    pip install openai
+    python3 tools/openai_check.py --base-url http://127.0.0.1:8000/v1
+"""
+import argparse
+import json
+
+from openai import OpenAI
+
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a bash command in the repository shell and return its output.",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to run"}},
+            "required": ["command"],
+        },
+    },
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    ap.add_argument("--model", default="demo")
+    a = ap.parse_args()
+    client = OpenAI(base_url=a.base_url, api_key="unused")
+    print("models:", [m.id for m in client.models.list().data])
+
+    messages = [
+        {"role": "system", "content": "You are a helpful coding assistant with shell access."},
+        {"role": "user", "content": "Show me the recent git history."},
+    ]
+    r = client.chat.completions.create(
+        model=a.model, messages=messages, tools=[BASH], max_tokens=40, temperature=0
+    )
+    msg = r.choices[0].message
+    print("finish:", r.choices[0].finish_reason, "usage:", r.usage)
+    print("content:", repr(msg.content), "tool_calls:", msg.tool_calls)
+
+    if msg.tool_calls:
+        call = msg.tool_calls[0]
+        print("arguments:", json.loads(call.function.arguments))
+        messages.append(msg.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "a1b2c3 Fix the parser"})
+        r = client.chat.completions.create(
+            model=a.model, messages=messages, tools=[BASH], max_tokens=40, temperature=0
+        )
+        print("follow-up:", r.choices[0].message, "cached:", r.usage.prompt_tokens_details)
+
+    stream = client.chat.completions.create(
+        model=a.model,
+        messages=[{"role": "user", "content": "Hello!"}],
+        max_tokens=20,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text = ""
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            text += chunk.choices[0].delta.content
+        if chunk.usage:
+            print("stream usage:", chunk.usage)
+    print("streamed:", repr(text))
+
+
+if __name__ == "__main__":
+    main()
