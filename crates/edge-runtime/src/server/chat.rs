@@ -131,14 +131,27 @@ pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
         .and_then(|o| o.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let penalty = |key: &str, default: f64| -> Result<f32, ApiError> {
+        Ok(number(body, key)?.unwrap_or(default) as f32)
+    };
+    let sampling = SamplingParams {
+        temperature: temperature as f32,
+        top_k,
+        top_p: top_p as f32,
+        seed,
+        min_p: penalty("min_p", 0.0)?,
+        presence_penalty: penalty("presence_penalty", 0.0)?,
+        frequency_penalty: penalty("frequency_penalty", 0.0)?,
+        repetition_penalty: penalty("repetition_penalty", 1.0)?,
+    };
+    // The ranges (penalties −2..2, min_p 0..1, repetition > 0), as a 400 here rather
+    // than a failed request later.
+    sampling
+        .validate()
+        .map_err(|e| ApiError::bad_request(e.to_string(), None))?;
     Ok(GenParams {
         max_tokens: max_tokens.map(|(m, _)| m as usize),
-        sampling: SamplingParams {
-            temperature: temperature as f32,
-            top_k,
-            top_p: top_p as f32,
-            seed,
-        },
+        sampling,
         stop,
         stream,
         include_usage,

@@ -74,7 +74,10 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::InvalidRequest(_)
             | RuntimeError::Template(_)
             | RuntimeError::Tokenizer(_)
-            | RuntimeError::Cache(_) => StatusCode::BAD_REQUEST,
+            | RuntimeError::Cache(_)
+            | RuntimeError::Spec(edge_spec::SpecError::InvalidRequest(_)) => {
+                StatusCode::BAD_REQUEST
+            }
             RuntimeError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
             RuntimeError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

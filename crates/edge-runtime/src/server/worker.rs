@@ -67,7 +67,7 @@ pub fn start(
         max_new_tokens,
         sampling: params.sampling,
         stop_tokens: inner.eos.clone(),
-        record_logits: false,
+        ..GenerateRequest::default()
     })?;
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
