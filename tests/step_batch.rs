@@ -130,3 +130,36 @@ fn page_size_changes_no_bit_and_rollback_is_exact() {
         assert_eq!(run(block), reference, "{block}-token pages");
     }
 }
+
+/// `ActivationMode::Fastest` (the CLI's `--act-quant auto`) runs W4A8 on an NVFP4
+/// checkpoint and bf16 activations on a float one: the same logits as those modes.
+#[test]
+fn auto_activations_pick_w4a8_for_nvfp4_and_bf16_otherwise() {
+    let logits = |dir: &str, mode: ActivationMode| {
+        let model = Qwen35Model::load(&fixture(dir), mode).unwrap();
+        let mut c = cache(&model, 8);
+        let seq = c.new_sequence(0).unwrap();
+        let b = StepBatch::single(seq, &tokens(3, 12), 0, LogitRows::All);
+        model.forward(&mut Cpu::new(), &b, &mut c).unwrap().logits
+    };
+    assert_eq!(
+        "auto".parse::<ActivationMode>().unwrap(),
+        ActivationMode::Fastest
+    );
+    for (dir, same, other) in [
+        (
+            "qwen35-tiny-nvfp4",
+            ActivationMode::Int8,
+            ActivationMode::None,
+        ),
+        (
+            "qwen35-tiny-f32",
+            ActivationMode::Bf16,
+            ActivationMode::None,
+        ),
+    ] {
+        let auto = logits(dir, ActivationMode::Fastest);
+        assert_eq!(auto, logits(dir, same), "{dir}");
+        assert_ne!(auto, logits(dir, other), "{dir}: the modes differ at all");
+    }
+}

@@ -27,6 +27,11 @@ pub enum ActivationMode {
     /// multiplied with integer instructions; other linears (e.g. a bf16 `lm_head`)
     /// take bf16 activations as in [`ActivationMode::Bf16`].
     Int8,
+    /// The fastest CPU mode whose accuracy is documented for each linear's format
+    /// (docs/NUMERICS.md): W4A8 for NVFP4 linears ([`ActivationMode::Int8`]), bf16
+    /// activations for the others ([`ActivationMode::Bf16`]). So an NVFP4 checkpoint
+    /// runs W4A8 and a bf16 one bf16 activations. The CLI's default.
+    Fastest,
 }
 
 impl std::str::FromStr for ActivationMode {
@@ -38,8 +43,9 @@ impl std::str::FromStr for ActivationMode {
             "bf16" => Ok(ActivationMode::Bf16),
             "nvfp4" => Ok(ActivationMode::Nvfp4),
             "int8" => Ok(ActivationMode::Int8),
+            "auto" => Ok(ActivationMode::Fastest),
             _ => Err(ModelError::InvalidInput(format!(
-                "unknown activation quantization `{s}` (expected none, bf16, nvfp4 or int8)"
+                "unknown activation quantization `{s}` (expected auto, none, bf16, nvfp4 or int8)"
             ))),
         }
     }
@@ -90,7 +96,7 @@ impl WeightReader<'_> {
     /// modes (W4A4 and W4A8 apply to NVFP4 linears only).
     pub fn with_mode(&self, linear: Linear) -> Result<Linear> {
         match self.activations {
-            ActivationMode::Bf16 | ActivationMode::Int8 => {
+            ActivationMode::Bf16 | ActivationMode::Int8 | ActivationMode::Fastest => {
                 Ok(linear.with_activation_quant(ActivationQuant::Bf16)?)
             }
             ActivationMode::None | ActivationMode::Nvfp4 => Ok(linear),
@@ -123,7 +129,9 @@ impl WeightReader<'_> {
         match self.activations {
             ActivationMode::None => Ok(linear),
             ActivationMode::Bf16 => Ok(linear.with_activation_quant(ActivationQuant::Bf16)?),
-            ActivationMode::Int8 => Ok(linear.with_activation_quant(ActivationQuant::Int8)?),
+            ActivationMode::Int8 | ActivationMode::Fastest => {
+                Ok(linear.with_activation_quant(ActivationQuant::Int8)?)
+            }
             ActivationMode::Nvfp4 => {
                 let input_scale = self
                     .ckpt

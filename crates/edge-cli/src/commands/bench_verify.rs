@@ -30,7 +30,7 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Linear-layer activations (see `generate --act-quant`).
-    #[arg(long, default_value = "none")]
+    #[arg(long, default_value = "auto")]
     pub act_quant: ActivationMode,
     /// KV page element type.
     #[arg(long, default_value = "f32")]

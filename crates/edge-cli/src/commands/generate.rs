@@ -79,10 +79,11 @@ pub struct GenerateArgs {
     /// Repetition penalty over prompt and output tokens (1: off).
     #[arg(long, default_value_t = 1.0)]
     pub repetition_penalty: f32,
-    /// Linear-layer activations: none (f32, exact), bf16 (rounded to bf16; fast packed
-    /// GEMM for prompts), nvfp4 (W4A4 emulation of NVFP4 layers) or int8 (W4A8: int8
-    /// activations for NVFP4 layers, bf16 for the rest; the fastest CPU mode).
-    #[arg(long, default_value = "none")]
+    /// Linear-layer activations: auto (the fastest mode documented for the checkpoint:
+    /// W4A8 for NVFP4 layers, bf16 for the rest), none (f32, exact), bf16 (rounded to
+    /// bf16; fast packed GEMM for prompts), nvfp4 (W4A4 emulation of NVFP4 layers) or
+    /// int8 (W4A8: int8 activations for NVFP4 layers, bf16 for the rest).
+    #[arg(long, default_value = "auto")]
     pub act_quant: ActivationMode,
     /// Engine and cache settings.
     #[command(flatten)]

@@ -37,8 +37,9 @@ pub struct ServeArgs {
     /// Largest request body, bytes.
     #[arg(long, default_value_t = 8 << 20)]
     pub body_limit: usize,
-    /// Linear-layer activations: none, bf16, nvfp4 or int8 (see `generate`).
-    #[arg(long, default_value = "none")]
+    /// Linear-layer activations: auto (the default), none, bf16, nvfp4 or int8 (see
+    /// `generate`).
+    #[arg(long, default_value = "auto")]
     pub act_quant: ActivationMode,
     /// Engine and cache settings.
     #[command(flatten)]
