@@ -128,22 +128,11 @@ fn rows_dot_tokens<const N: usize, const T: usize>(
     // SAFETY: OFFSET_DOUBLED holds 16 bytes.
     let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);
-    let (lo_idx, hi_idx) = (
-        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-        _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
-    );
     let mut sums = [[_mm512_setzero_ps(); T]; N];
-    let mut block_scales = [0.0f32; 16];
     for s in 0..steps {
         let mut wsc = [[_mm512_setzero_ps(); 2]; N];
         for (w, &sc) in wsc.iter_mut().zip(&scales) {
-            decode_scales(&sc[16 * s..][..16], &mut block_scales);
-            // SAFETY: `block_scales` holds 16 floats.
-            let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
-            *w = [
-                _mm512_permutexvar_ps(lo_idx, bs),
-                _mm512_permutexvar_ps(hi_idx, bs),
-            ];
+            *w = group_scales(&sc[16 * s..][..16]);
         }
         for h in 0..2 {
             let (c, g) = (2 * s + h, 32 * s + 16 * h);
@@ -184,6 +173,27 @@ fn rows_dot_tokens<const N: usize, const T: usize>(
     out
 }
 
+/// One step's 16 block scales (E4M3 bytes) as the per-group scales of its two halves:
+/// block `b` covers groups `2b` and `2b + 1`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn group_scales(scales: &[u8]) -> [__m512; 2] {
+    let mut block_scales = [0.0f32; 16];
+    decode_scales(scales, &mut block_scales);
+    // SAFETY: `block_scales` holds 16 floats.
+    let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
+    [
+        _mm512_permutexvar_ps(
+            _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+            bs,
+        ),
+        _mm512_permutexvar_ps(
+            _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
+            bs,
+        ),
+    ]
+}
+
 /// `N` rows' dot products with one token (all slices cover the rows' `n_in` inputs, a
 /// multiple of [`STEP`]).
 #[inline]
@@ -202,24 +212,12 @@ fn rows_dot<const N: usize>(
     // SAFETY: OFFSET_DOUBLED holds 16 bytes.
     let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
     let low = _mm512_set1_epi8(0x0f);
-    // Group scales: block b covers groups 2b and 2b + 1.
-    let (lo_idx, hi_idx) = (
-        _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-        _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
-    );
     let mut sums = [[_mm512_setzero_ps(); 2]; N];
-    let mut block_scales = [0.0f32; 16];
     for s in 0..steps {
         let mut wsc = [[_mm512_setzero_ps(); 2]; N];
         for (w, (&codes, &scales)) in wsc.iter_mut().zip(codes.iter().zip(&scales)) {
             prefetch(codes, 128 * s);
-            decode_scales(&scales[16 * s..][..16], &mut block_scales);
-            // SAFETY: `block_scales` holds 16 floats.
-            let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
-            *w = [
-                _mm512_permutexvar_ps(lo_idx, bs),
-                _mm512_permutexvar_ps(hi_idx, bs),
-            ];
+            *w = group_scales(&scales[16 * s..][..16]);
         }
         for h in 0..2 {
             let (c, g) = (2 * s + h, 32 * s + 16 * h);
