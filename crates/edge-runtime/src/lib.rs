@@ -19,8 +19,8 @@ pub mod tool_calls;
 pub use chat_template::ChatTemplate;
 pub use engine::handle::{EngineHandle, EngineStatus, RequestStream};
 pub use engine::{
-    Engine, EngineConfig, EngineStats, Event, EventSink, GenerateOutput, GenerateRequest,
-    RequestId, ReusePolicy, StopReason,
+    Engine, EngineBuilder, EngineConfig, EngineStats, Event, EventSink, GenerateOutput,
+    GenerateRequest, RequestId, ReusePolicy, StopReason,
 };
 pub use sampling::{Sampler, SamplingParams, argmax};
 pub use tokenizer::Tokenizer;

@@ -168,3 +168,39 @@ fn the_handle_streams_queues_refuses_and_shuts_down() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The builder's defaults (fastest activations, prefix reuse, speculation as measured
+/// fastest), its setters, and its typed errors.
+#[test]
+fn the_builder_has_a_users_defaults_and_typed_errors() {
+    use edge_runtime::EngineBuilder;
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-f32");
+    let e = EngineBuilder::new(&dir).build().unwrap();
+    let c = e.config();
+    assert!(c.cache.prefix_cache);
+    assert_eq!(c.max_sequences, EngineConfig::default().max_sequences);
+    assert!(
+        c.speculation.is_none(),
+        "a cache-resident model decodes token by token"
+    );
+    let spec = SpecConfig::tree(3, 2, 6);
+    let e = EngineBuilder::new(&dir)
+        .speculation(Some(spec))
+        .max_sequences(2)
+        .prefix_cache(false)
+        .build()
+        .unwrap();
+    assert_eq!(e.config().speculation, Some(spec));
+    assert_eq!(e.config().max_sequences, 2);
+    assert!(!e.config().cache.prefix_cache);
+    let err = EngineBuilder::new(&dir)
+        .device(edge_core::Device::Cuda(0))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("cuda"), "{err}");
+    assert!(EngineBuilder::new("/nonexistent-model").build().is_err());
+    let handle = EngineBuilder::new(&dir).queue(2).spawn().unwrap();
+    let events: Vec<Event> = handle.submit(request(1, 8, 4)).unwrap().collect();
+    assert!(matches!(events.last(), Some(Event::Finished(Ok(_)))));
+}

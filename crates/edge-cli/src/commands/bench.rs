@@ -116,6 +116,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         })
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
+    let model = Arc::new(model);
     let mut config = a.engine.config(&model);
     config.cache.prefix_cache = false;
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
@@ -126,7 +127,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
     let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
     config.max_sequences = config.max_sequences.max(a.streams);
-    let mut engine = Engine::new(Arc::new(model), config)?;
+    let mut engine = Engine::new(model, config)?;
     if a.streams > 1 {
         let prompts: Vec<Vec<u32>> = (0..a.streams)
             .map(|s| {
@@ -184,7 +185,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         "prefill_tokens_per_s": prefill_tps,
         "decode_tokens": a.decode_tokens,
         "decode_tokens_per_s": decode_tps,
-        "kv_dtype": a.engine.kv_dtype.name(),
+        "kv_dtype": engine.config().cache.kv_dtype.name(),
         "weight_bytes_per_token": bytes_per_token,
         "kv_bytes_per_token": kv_bytes_per_token.round(),
         "read_bandwidth_gb_per_s": bandwidth / 1e9,

@@ -1,39 +1,42 @@
-//! The engine and cache flags `generate` and `bench decode` share.
+//! The engine and cache flags `generate`, `serve` and `bench decode` share, applied
+//! over [`EngineBuilder`]'s defaults.
 
 use clap::Args;
-use edge_kvcache::{CacheConfig, KvDType};
+use edge_kvcache::KvDType;
 use edge_model::Qwen35Model;
-use edge_runtime::{EngineConfig, ReusePolicy};
+use edge_runtime::{EngineBuilder, EngineConfig, ReusePolicy};
 use edge_spec::SpecConfig;
+use std::sync::Arc;
 
-/// Flags that configure the engine and its paged cache.
+/// Flags that configure the engine and its paged cache. A flag left out keeps
+/// [`EngineBuilder`]'s default.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// KV page element type: f32, bf16, or fp8 (E4M3 with the checkpoint's
+    /// KV page element type: f32 (default), bf16, or fp8 (E4M3 with the checkpoint's
     /// k_scale/v_scale, 1.0 where absent; one byte per element).
-    #[arg(long, default_value = "f32")]
-    pub kv_dtype: KvDType,
+    #[arg(long)]
+    pub kv_dtype: Option<KvDType>,
     /// Byte budget of the cache (pages, state slots and prefix snapshots), e.g.
-    /// 4294967296, 4GiB or 512MiB.
-    #[arg(long, default_value = "4GiB", value_parser = parse_bytes)]
-    pub kv_budget: usize,
-    /// Tokens per KV page.
-    #[arg(long, default_value_t = 32)]
-    pub block_size: usize,
-    /// Tokens per prefill pass.
-    #[arg(long, default_value_t = 512)]
-    pub prefill_chunk: usize,
-    /// Keep a prefix snapshot every N prefill chunks (0: only at prompt ends and
-    /// reuse points).
-    #[arg(long, default_value_t = 0)]
-    pub snapshot_stride: usize,
+    /// 4294967296, 4GiB (default) or 512MiB.
+    #[arg(long, value_parser = parse_bytes)]
+    pub kv_budget: Option<usize>,
+    /// Tokens per KV page (default 32).
+    #[arg(long)]
+    pub block_size: Option<usize>,
+    /// Tokens per prefill pass (default 512).
+    #[arg(long)]
+    pub prefill_chunk: Option<usize>,
+    /// Keep a prefix snapshot every N prefill chunks (default 0: only at prompt ends
+    /// and reuse points).
+    #[arg(long)]
+    pub snapshot_stride: Option<usize>,
     /// Turn prefix reuse across requests off.
     #[arg(long)]
     pub no_prefix_cache: bool,
-    /// Which cached prefixes a request resumes from: exact (output bit-identical to no
-    /// cache) or longest (also unmarked earlier prompt ends).
-    #[arg(long, default_value = "exact")]
-    pub reuse: ReusePolicy,
+    /// Which cached prefixes a request resumes from: exact (default; output
+    /// bit-identical to no cache) or longest (also unmarked earlier prompt ends).
+    #[arg(long)]
+    pub reuse: Option<ReusePolicy>,
     /// MTP speculative decoding: auto (the mode measured fastest on the CPU for the
     /// model's size: off for cache-resident models like the demo, else linear), off,
     /// linear (a chain of drafts) or tree (a token tree verified in one forward).
@@ -55,7 +58,7 @@ pub struct EngineArgs {
 /// The `--spec` modes.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecMode {
-    /// [`SpecConfig::fastest_on_cpu`] for the model.
+    /// [`SpecConfig::fastest_on_cpu`] for the model (the builder's default).
     Auto,
     /// One target forward per token.
     Off,
@@ -66,29 +69,45 @@ pub enum SpecMode {
 }
 
 impl EngineArgs {
-    /// The engine configuration these flags describe for `model`. Speculation is only
-    /// asked for when the model has an MTP head.
-    pub fn config(&self, model: &Qwen35Model) -> EngineConfig {
-        EngineConfig {
-            cache: CacheConfig {
-                block_size: self.block_size,
-                kv_dtype: self.kv_dtype,
-                budget_bytes: self.kv_budget,
-                prefix_cache: !self.no_prefix_cache,
-            },
-            prefill_chunk: self.prefill_chunk,
-            snapshot_stride: self.snapshot_stride,
-            reuse: self.reuse,
-            speculation: self.spec_config(model).filter(|_| model.mtp().is_some()),
-            ..EngineConfig::default()
+    /// An [`EngineBuilder`] for `model` with these flags over its defaults.
+    pub fn builder(&self, model: Arc<Qwen35Model>) -> EngineBuilder {
+        let mut b = EngineBuilder::from_model(model.clone());
+        if let Some(d) = self.kv_dtype {
+            b = b.kv_dtype(d);
+        }
+        if let Some(n) = self.kv_budget {
+            b = b.kv_budget(n);
+        }
+        if let Some(n) = self.block_size {
+            b = b.block_size(n);
+        }
+        if let Some(n) = self.prefill_chunk {
+            b = b.prefill_chunk(n);
+        }
+        if let Some(n) = self.snapshot_stride {
+            b = b.snapshot_stride(n);
+        }
+        if self.no_prefix_cache {
+            b = b.prefix_cache(false);
+        }
+        if let Some(r) = self.reuse {
+            b = b.reuse(r);
+        }
+        match self.spec {
+            SpecMode::Auto => b,
+            _ => b.speculation(self.spec_config().filter(|_| model.mtp().is_some())),
         }
     }
 
-    /// The speculation these flags ask for on `model` (`None` for `--spec off`).
-    pub fn spec_config(&self, model: &Qwen35Model) -> Option<SpecConfig> {
+    /// The engine configuration these flags describe for `model`.
+    pub fn config(&self, model: &Arc<Qwen35Model>) -> EngineConfig {
+        self.builder(model.clone()).config_for(model)
+    }
+
+    /// The speculation `--spec linear|tree` asks for (`None` for off and auto).
+    pub fn spec_config(&self) -> Option<SpecConfig> {
         match self.spec {
-            SpecMode::Auto => SpecConfig::fastest_on_cpu(model.weight_bytes_per_token()),
-            SpecMode::Off => None,
+            SpecMode::Auto | SpecMode::Off => None,
             SpecMode::Linear => Some(SpecConfig::linear(self.draft_steps.unwrap_or(3))),
             SpecMode::Tree => Some(SpecConfig::tree(
                 self.draft_steps.unwrap_or(4),

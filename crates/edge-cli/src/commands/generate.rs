@@ -9,7 +9,7 @@ use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, LoadOptions};
 use edge_runtime::{
-    ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
+    ChatTemplate, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,8 +161,7 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         think: a.think,
     };
     let stop_tokens = model.config().eos_token_ids.clone();
-    let config = a.engine.config(&model);
-    let mut engine = Engine::new(Arc::new(model), config)?;
+    let mut engine = a.engine.builder(Arc::new(model)).build()?;
     let base = GenerateRequest {
         max_new_tokens: a.max_new_tokens,
         sampling: SamplingParams {

@@ -7,7 +7,6 @@ use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, LoadOptions};
 use edge_runtime::server::{ServerConfig, ServerState, serve};
-use edge_runtime::{Engine, EngineHandle};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -24,12 +23,12 @@ pub struct ServeArgs {
     /// Port to listen on.
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// Requests that may wait while the engine is full; more get 429.
-    #[arg(long, default_value_t = 64)]
-    pub queue: usize,
-    /// Requests decoding or prefilling at once.
-    #[arg(long, default_value_t = 8)]
-    pub max_sequences: usize,
+    /// Requests that may wait while the engine is full (default 64); more get 429.
+    #[arg(long)]
+    pub queue: Option<usize>,
+    /// Requests decoding or prefilling at once (default 8).
+    #[arg(long)]
+    pub max_sequences: Option<usize>,
     /// The model name the API reports (default: the model directory's name, or
     /// `demo`).
     #[arg(long)]
@@ -51,7 +50,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
-    if a.max_sequences == 0 {
+    if a.max_sequences == Some(0) {
         return Err(CliError::Usage("--max-sequences must be at least 1".into()));
     }
     let opts = LoadOptions {
@@ -78,12 +77,14 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     });
     let eos = model.config().eos_token_ids.clone();
     let context = model.config().max_position_embeddings;
-    let config = edge_runtime::EngineConfig {
-        max_sequences: a.max_sequences,
-        ..a.engine.config(&model)
-    };
-    let engine = Engine::new(Arc::new(model), config)?;
-    let handle = Arc::new(EngineHandle::spawn(engine, a.queue)?);
+    let mut builder = a.engine.builder(Arc::new(model));
+    if let Some(n) = a.max_sequences {
+        builder = builder.max_sequences(n);
+    }
+    if let Some(n) = a.queue {
+        builder = builder.queue(n);
+    }
+    let handle = Arc::new(builder.spawn()?);
     let state = ServerState::new(
         handle,
         Arc::new(tokenizer),

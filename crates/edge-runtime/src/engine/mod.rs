@@ -8,12 +8,14 @@
 
 mod active;
 mod admit;
+mod builder;
 pub mod handle;
 mod plan;
 mod request;
 mod step;
 
 pub use active::{Event, EventSink, RequestId};
+pub use builder::EngineBuilder;
 pub use plan::PrefillPlan;
 pub use request::{EngineStats, GenerateOutput, GenerateRequest, StopReason};
 
