@@ -10,7 +10,7 @@ use edge_model::synthetic::{
     SyntheticDType, bench_0p5b_config, write_predictable_checkpoint, write_random_checkpoint,
 };
 use edge_model::{ActivationMode, LoadOptions, Qwen35Model};
-use edge_runtime::{Engine, GenerateRequest};
+use edge_runtime::GenerateRequest;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -117,8 +117,8 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
     let model = Arc::new(model);
-    let mut config = a.engine.config(&model);
-    config.cache.prefix_cache = false;
+    let builder = a.engine.builder(model.clone()).prefix_cache(false);
+    let config = builder.config_for(&model);
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
     // attention layers' rows up to the step's position (the MTP head's are not read).
     let mut spec = model.cache_spec(&config.cache);
@@ -126,8 +126,8 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     spec.attention.truncate(spec.attention.len() - mtp_layers);
     let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
     let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
-    config.max_sequences = config.max_sequences.max(a.streams);
-    let mut engine = Engine::new(model, config)?;
+    let builder = builder.max_sequences(config.max_sequences.max(a.streams));
+    let mut engine = builder.build()?;
     if a.streams > 1 {
         let prompts: Vec<Vec<u32>> = (0..a.streams)
             .map(|s| {

@@ -4,7 +4,7 @@
 use clap::Args;
 use edge_kvcache::KvDType;
 use edge_model::Qwen35Model;
-use edge_runtime::{EngineBuilder, EngineConfig, ReusePolicy};
+use edge_runtime::{EngineBuilder, ReusePolicy};
 use edge_spec::SpecConfig;
 use std::sync::Arc;
 
@@ -12,6 +12,10 @@ use std::sync::Arc;
 /// [`EngineBuilder`]'s default.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
+    /// The device: cpu (default) or cuda:N (the model's CUDA backend is not built yet:
+    /// a clear error).
+    #[arg(long)]
+    pub device: Option<edge_core::Device>,
     /// KV page element type: f32 (default), bf16, or fp8 (E4M3 with the checkpoint's
     /// k_scale/v_scale, 1.0 where absent; one byte per element).
     #[arg(long)]
@@ -72,6 +76,9 @@ impl EngineArgs {
     /// An [`EngineBuilder`] for `model` with these flags over its defaults.
     pub fn builder(&self, model: Arc<Qwen35Model>) -> EngineBuilder {
         let mut b = EngineBuilder::from_model(model.clone());
+        if let Some(d) = self.device {
+            b = b.device(d);
+        }
         if let Some(d) = self.kv_dtype {
             b = b.kv_dtype(d);
         }
@@ -97,11 +104,6 @@ impl EngineArgs {
             SpecMode::Auto => b,
             _ => b.speculation(self.spec_config().filter(|_| model.mtp().is_some())),
         }
-    }
-
-    /// The engine configuration these flags describe for `model`.
-    pub fn config(&self, model: &Arc<Qwen35Model>) -> EngineConfig {
-        self.builder(model.clone()).config_for(model)
     }
 
     /// The speculation `--spec linear|tree` asks for (`None` for off and auto).
