@@ -187,11 +187,6 @@ impl StepBatch {
         self.trees.get(i).and_then(|t| t.as_ref())
     }
 
-    /// True when some span is a tree.
-    pub fn has_trees(&self) -> bool {
-        self.trees.iter().any(Option::is_some)
-    }
-
     /// Rows whose logits the pass returns, ascending.
     pub fn logit_rows(&self) -> &[usize] {
         &self.logit_rows

@@ -142,7 +142,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
             "streams": a.streams,
             "prompt_tokens": prompt.len(),
             "decode_tokens": a.decode_tokens,
-            "aggregate_decode_tokens_per_s": super::bench_streams::median_rate(&mut rates),
+            "aggregate_decode_tokens_per_s": median(&mut rates),
             "runs": rates,
             "threads": rayon::current_num_threads(),
         });

@@ -1,7 +1,6 @@
 //! `bench decode --streams N`: N requests decoding at once through the engine's
 //! continuous batching, measured at steady state.
 
-use super::bench_verify::median;
 use crate::cli_error::CliError;
 use edge_model::Backend;
 use edge_runtime::{Engine, Event, GenerateRequest};
@@ -64,9 +63,4 @@ pub fn aggregate_decode<B: Backend>(
         rates.push(rate.unwrap_or(0.0));
     }
     Ok(rates)
-}
-
-/// The median of `rates`.
-pub fn median_rate(rates: &mut [f64]) -> f64 {
-    median(rates)
 }

@@ -39,26 +39,22 @@ pub struct Queries<'a> {
 /// Causal attention of `qs` over the cache; writes `[qs.count, qs.dim]` to `out`.
 pub fn attend_queries(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     dispatch!(attend_queries_portable, (qs: &Queries, kv: &KvView, out: &mut [f32]) {
-        // Few queries (a decode-sized tree) would waste most of a 64-column block.
-        match qs.count {
-            0..=16 => attend_body::<16>(qs, kv, out),
-            17..=32 => attend_body::<32>(qs, kv, out),
-            _ => attend_body::<QUERY_BLOCK>(qs, kv, out),
-        }
+        attend_body(qs, kv, out)
     })
 }
 
 #[inline(always)]
-fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
+fn attend_body(qs: &Queries, kv: &KvView, out: &mut [f32]) {
     let (q, q_stride, n_q, d, pos0, scale) = (qs.q, qs.stride, qs.count, qs.dim, qs.pos0, qs.scale);
-    // Qᵀ and the scores always have QB columns: a short last block is padded with zero
-    // queries, so the score product runs on whole register blocks (its column-edge
-    // loop was a seventh of a long-context prompt chunk that ended in a short block);
-    // the padded columns are never read.
+    // Qᵀ and the scores always have QUERY_BLOCK columns: a short last block is padded
+    // with zero queries, so the score product runs on whole register blocks (its
+    // column-edge loop was a seventh of a long-context prompt chunk that ended in a
+    // short block); the padded columns are never read.
+    const QB: usize = QUERY_BLOCK;
     let mut qt = vec![0.0f32; d * QB];
     let mut scores = Vec::new();
-    for i0 in (0..n_q).step_by(QB) {
-        let qb = QB.min(n_q - i0);
+    for i0 in (0..n_q).step_by(QUERY_BLOCK) {
+        let qb = QUERY_BLOCK.min(n_q - i0);
         // Positions 0..visible(i) are visible to query i of the block.
         let visible = |i: usize| pos0 + i0 + i + 1;
         let nk = visible(qb - 1);
@@ -88,9 +84,9 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
         // Column-wise causal softmax. Keys before `shared` are visible to every query
         // of the block: their loops run over the columns without a mask, which
         // vectorises (a mask test per element kept the whole softmax scalar, a quarter
-        // of a long-context prompt chunk). Only the rows after them are masked.
+        // of a long-context prompt chunk). Only the last `qb − 1` rows are masked.
         let shared = visible(0);
-        let mut max = [f32::NEG_INFINITY; QB];
+        let mut max = [f32::NEG_INFINITY; QUERY_BLOCK];
         let max = &mut max[..qb];
         for row in scores[..shared * QB].chunks_exact(QB) {
             for (m, &x) in max.iter_mut().zip(row) {
@@ -104,7 +100,7 @@ fn attend_body<const QB: usize>(qs: &Queries, kv: &KvView, out: &mut [f32]) {
                 }
             }
         }
-        let mut sum = [0.0f32; QB];
+        let mut sum = [0.0f32; QUERY_BLOCK];
         for row in scores[..shared * QB].chunks_exact_mut(QB) {
             for ((x, &m), t) in row.iter_mut().zip(max.iter()).zip(sum.iter_mut()) {
                 *x = weight_exp(*x - m);

@@ -59,14 +59,19 @@ impl<B: Backend> Engine<B> {
     fn batched_step(&mut self, model: &Arc<Qwen35Model<B>>) {
         let mut batch = StepBatch::new();
         let mut roles = Vec::new();
-        for (i, a) in self.active.iter().enumerate() {
+        for i in 0..self.active.len() {
+            let a = &self.active[i];
             if let (Phase::Decode { token }, None) = (&a.phase, &a.speculator) {
                 let token = *token;
-                let Ok(view) = self.cache.sequence(a.seq) else {
-                    continue;
-                };
-                batch.push(a.seq, &[token], view.len, LogitRows::Last);
-                roles.push((i, Role::Decode));
+                match self.cache.sequence(a.seq) {
+                    Ok(view) => {
+                        batch.push(a.seq, &[token], view.len, LogitRows::Last);
+                        roles.push((i, Role::Decode));
+                    }
+                    // A sequence the cache no longer knows cannot go on; it ends here
+                    // instead of waiting forever.
+                    Err(e) => self.active[i].fail(e.into()),
+                }
             }
         }
         let prefill = self
