@@ -94,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut out = std::io::stdout();
     for event in stream {
         match event {
-            Event::Token(t) => {
+            Event::Token { id: t, .. } => {
                 if !stop_tokens.contains(&t) {
                     tokens.push(t);
                 }

@@ -127,7 +127,7 @@ fn the_handle_streams_queues_refuses_and_shuts_down() {
                 let mut finished = None;
                 for event in stream {
                     match event {
-                        Event::Token(t) => tokens.push(t),
+                        Event::Token { id, .. } => tokens.push(id),
                         Event::Finished(out) => finished = Some(out.unwrap()),
                     }
                 }
@@ -145,7 +145,10 @@ fn the_handle_streams_queues_refuses_and_shuts_down() {
     let mut long = request(9, 10, 400);
     long.max_new_tokens = 400;
     let mut first = handle.submit(long.clone()).unwrap();
-    assert!(matches!(first.next(), Some(Event::Token(_))), "admitted");
+    assert!(
+        matches!(first.next(), Some(Event::Token { .. })),
+        "admitted"
+    );
     let queued = handle.submit(long.clone()).unwrap();
     let refused = handle.submit(long.clone()).unwrap_err();
     assert!(
@@ -155,7 +158,7 @@ fn the_handle_streams_queues_refuses_and_shuts_down() {
     // Dropping a stream cancels its request; the queued one then runs.
     drop(first);
     let mut queued = queued;
-    assert!(matches!(queued.next(), Some(Event::Token(_))));
+    assert!(matches!(queued.next(), Some(Event::Token { .. })));
     let status = handle.status().unwrap();
     assert_eq!(status.in_flight, 1);
     assert!(status.refcounts_ok);

@@ -29,7 +29,7 @@ pub fn aggregate_decode<B: Backend>(
             let (count, finished) = (count.clone(), finished.clone());
             let sink = Box::new(move |e: Event| {
                 match e {
-                    Event::Token(_) => count.fetch_add(1, Ordering::Relaxed),
+                    Event::Token { .. } => count.fetch_add(1, Ordering::Relaxed),
                     Event::Finished(_) => finished.fetch_add(1, Ordering::Relaxed),
                 };
                 true

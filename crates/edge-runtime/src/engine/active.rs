@@ -21,7 +21,13 @@ pub struct RequestId(pub u64);
 pub enum Event {
     /// A generated token (the first after the prefill; later ones per decode step, or
     /// several per speculative step).
-    Token(u32),
+    Token {
+        /// The token id.
+        id: u32,
+        /// Its log-probability and the top alternatives, when the request asked for
+        /// them ([`GenerateRequest::logprobs`]).
+        logprob: Option<TokenLogprob>,
+    },
     /// The request ended: its output, or the error that stopped it. Its pages are back
     /// in the cache's pool.
     Finished(Result<GenerateOutput, RuntimeError>),
@@ -108,12 +114,14 @@ impl<B: Backend> Active<B> {
         if let (Some(rows), Some(l)) = (self.out.logits.as_mut(), logits) {
             rows.extend_from_slice(l);
         }
-        if let (Some(list), Some(l), Some(n)) =
-            (self.out.logprobs.as_mut(), logits, self.req.logprobs)
-        {
-            list.push(TokenLogprob::of(l, token, n));
+        let logprob = match (logits, self.req.logprobs) {
+            (Some(l), Some(n)) => Some(TokenLogprob::of(l, token, n)),
+            _ => None,
+        };
+        if let (Some(list), Some(entry)) = (self.out.logprobs.as_mut(), logprob.as_ref()) {
+            list.push(entry.clone());
         }
-        if !self.send(Event::Token(token)) {
+        if !self.send(Event::Token { id: token, logprob }) {
             return Some(StopReason::Cancelled);
         }
         if self.req.stop_tokens.contains(&token) {

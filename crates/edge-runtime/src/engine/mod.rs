@@ -15,6 +15,7 @@ mod request;
 mod step;
 
 pub use active::{Event, EventSink, RequestId};
+pub use admit::MAX_TOP_LOGPROBS;
 pub use builder::EngineBuilder;
 pub use plan::PrefillPlan;
 pub use request::{EngineStats, GenerateOutput, GenerateRequest, StopReason};

@@ -22,6 +22,9 @@ pub struct GenParams {
     pub stream: bool,
     /// Send a usage chunk before `[DONE]`.
     pub include_usage: bool,
+    /// Report each token's log-probability with this many alternatives (`None`: no
+    /// log-probabilities).
+    pub logprobs: Option<usize>,
 }
 
 /// A prompt ready for the engine.
@@ -155,7 +158,47 @@ pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
         stop,
         stream,
         include_usage,
+        logprobs: logprobs(body)?,
     })
+}
+
+/// The most alternatives per token OpenAI allows (`top_logprobs` ≤ 20; the engine's
+/// own limit is the same).
+const MAX_TOP_LOGPROBS: u64 = crate::engine::MAX_TOP_LOGPROBS as u64;
+
+/// `logprobs` in either API's form: chat's `logprobs: true` with `top_logprobs: N`,
+/// or text completions' `logprobs: N` (an integer).
+fn logprobs(body: &Map<String, Value>) -> Result<Option<usize>, ApiError> {
+    let top = integer(body, "top_logprobs")?;
+    let top = match body.get("logprobs") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {
+            if top.is_some_and(|n| n > 0) {
+                return Err(ApiError::bad_request(
+                    "`top_logprobs` needs `logprobs: true`",
+                    Some("top_logprobs"),
+                ));
+            }
+            return Ok(None);
+        }
+        Some(Value::Bool(true)) => top.unwrap_or(0),
+        Some(v) => v.as_u64().ok_or_else(|| {
+            ApiError::bad_request(
+                "`logprobs` must be a boolean (chat) or a non-negative integer (completions)",
+                Some("logprobs"),
+            )
+        })?,
+    };
+    if top > MAX_TOP_LOGPROBS {
+        return Err(ApiError::bad_request(
+            format!("at most {MAX_TOP_LOGPROBS} alternatives per token, got {top}"),
+            Some(if body.contains_key("top_logprobs") {
+                "top_logprobs"
+            } else {
+                "logprobs"
+            }),
+        ));
+    }
+    Ok(Some(top as usize))
 }
 
 /// Message content as text: a string, null, or an array of `{"type": "text"}` parts.

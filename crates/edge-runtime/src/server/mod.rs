@@ -14,6 +14,7 @@
 mod chat;
 mod errors;
 mod handlers;
+mod logprobs;
 mod metrics;
 mod stream;
 mod worker;

@@ -2,6 +2,7 @@
 //! for `stream: true`, one JSON body otherwise.
 
 use super::errors::ApiError;
+use super::logprobs::{self, LogprobEntry};
 use super::worker::{Piece, Summary};
 use crate::tool_calls::Delta;
 use axum::body::{Body, Bytes};
@@ -31,6 +32,20 @@ struct ChunkWriter {
     meta: ReplyMeta,
     include_usage: bool,
     started: bool,
+    /// Log-probabilities of tokens whose text is not sent yet: they ride on the next
+    /// chunk.
+    pending: Vec<LogprobEntry>,
+    /// Text length sent so far (completions' `text_offset`).
+    sent_text: usize,
+}
+
+/// The `logprobs` value of a choice: `null`, or the entries in the endpoint's shape.
+fn logprobs_value(chat: bool, entries: &[LogprobEntry], offset: usize) -> Value {
+    match (entries.is_empty(), chat) {
+        (true, _) => Value::Null,
+        (false, true) => logprobs::chat_json(entries),
+        (false, false) => logprobs::completion_json(entries, offset),
+    }
 }
 
 impl ChunkWriter {
@@ -53,52 +68,69 @@ impl ChunkWriter {
         v
     }
 
-    fn choice(&self, delta: Value, finish_reason: Option<&str>) -> Value {
+    fn choice(&mut self, delta: Value, finish_reason: Option<&str>) -> Value {
+        let entries = std::mem::take(&mut self.pending);
+        let logprobs = logprobs_value(self.meta.chat, &entries, self.sent_text);
+        self.sent_text += entries.iter().map(|e| e.token.len()).sum::<usize>();
         if self.meta.chat {
-            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}])
+            json!([{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}])
         } else {
             let text = delta.get("content").cloned().unwrap_or(json!(""));
-            json!([{"index": 0, "text": text, "logprobs": null, "finish_reason": finish_reason}])
+            json!([{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish_reason}])
         }
+    }
+
+    /// The role chunk a chat stream opens with, before its first text.
+    fn open(&mut self, out: &mut String) {
+        if !self.started && self.meta.chat {
+            // It carries no token: the pending log-probabilities wait for the first
+            // text.
+            let pending = std::mem::take(&mut self.pending);
+            let choice = self.choice(json!({"role": "assistant", "content": ""}), None);
+            self.pending = pending;
+            record(out, &self.chunk(choice, None));
+        }
+        self.started = true;
     }
 
     fn render(&mut self, piece: Piece) -> Bytes {
         let mut out = String::new();
-        let mut record = |v: &Value| {
-            out.push_str("data: ");
-            out.push_str(&v.to_string());
-            out.push_str("\n\n");
-        };
-        if !self.started && self.meta.chat {
-            record(&self.chunk(
-                self.choice(json!({"role": "assistant", "content": ""}), None),
-                None,
-            ));
-        }
-        self.started = true;
         match piece {
+            Piece::Logprob(entry) => self.pending.push(entry),
             Piece::Delta(d) => {
+                self.open(&mut out);
                 let delta = match d {
                     Delta::Content(c) => json!({"content": c}),
                     Delta::Reasoning(r) => json!({"reasoning_content": r}),
                     Delta::ToolCall(call) => json!({"tool_calls": [call.to_openai_delta()]}),
                 };
-                record(&self.chunk(self.choice(delta, None), None));
+                let choice = self.choice(delta, None);
+                record(&mut out, &self.chunk(choice, None));
             }
             Piece::Done(s) => {
-                record(&self.chunk(self.choice(json!({}), Some(s.finish_reason)), None));
+                self.open(&mut out);
+                let choice = self.choice(json!({}), Some(s.finish_reason));
+                record(&mut out, &self.chunk(choice, None));
                 if self.include_usage {
-                    record(&self.chunk(json!([]), Some(s.usage())));
+                    record(&mut out, &self.chunk(json!([]), Some(s.usage())));
                 }
                 out.push_str("data: [DONE]\n\n");
             }
             Piece::Error(e) => {
-                record(&e.body());
+                self.open(&mut out);
+                record(&mut out, &e.body());
                 out.push_str("data: [DONE]\n\n");
             }
         }
         Bytes::from(out)
     }
+}
+
+/// Appends one SSE record.
+fn record(out: &mut String, v: &Value) {
+    out.push_str("data: ");
+    out.push_str(&v.to_string());
+    out.push_str("\n\n");
 }
 
 /// The SSE response: `first` (already received, so errors before any output could
@@ -114,6 +146,8 @@ pub fn sse(
         meta,
         include_usage,
         started: false,
+        pending: Vec::new(),
+        sent_text: 0,
     };
     let pieces = tokio_stream::once(first).chain(ReceiverStream::new(rx));
     let body = pieces.map(move |p| Ok::<_, Infallible>(writer.render(p)));
@@ -134,6 +168,7 @@ pub async fn collect(
     mut rx: mpsc::Receiver<Piece>,
 ) -> Result<Value, ApiError> {
     let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+    let mut entries = Vec::new();
     let mut next = Some(first);
     let summary: Summary = loop {
         let piece = match next.take() {
@@ -149,10 +184,12 @@ pub async fn collect(
             Piece::Delta(Delta::Content(c)) => content.push_str(&c),
             Piece::Delta(Delta::Reasoning(r)) => reasoning.push_str(&r),
             Piece::Delta(Delta::ToolCall(c)) => calls.push(c.to_openai()),
+            Piece::Logprob(e) => entries.push(e),
             Piece::Done(s) => break s,
             Piece::Error(e) => return Err(e),
         }
     };
+    let logprobs = logprobs_value(meta.chat, &entries, 0);
     let choice = if meta.chat {
         let mut message = json!({"role": "assistant", "content": content});
         if !reasoning.is_empty() {
@@ -161,9 +198,9 @@ pub async fn collect(
         if !calls.is_empty() {
             message["tool_calls"] = json!(calls);
         }
-        json!({"index": 0, "message": message, "logprobs": null, "finish_reason": summary.finish_reason})
+        json!({"index": 0, "message": message, "logprobs": logprobs, "finish_reason": summary.finish_reason})
     } else {
-        json!({"index": 0, "text": content, "logprobs": null, "finish_reason": summary.finish_reason})
+        json!({"index": 0, "text": content, "logprobs": logprobs, "finish_reason": summary.finish_reason})
     };
     Ok(json!({
         "id": meta.id,

@@ -8,6 +8,7 @@
 use super::ServerState;
 use super::chat::{GenParams, Prompt};
 use super::errors::ApiError;
+use super::logprobs::LogprobEntry;
 use crate::tool_calls::{Delta, ToolCallFormat, ToolCallParser, prompt_opens_reasoning};
 use crate::{Event, GenerateRequest, RequestStream, StopReason};
 use axum::http::StatusCode;
@@ -19,6 +20,9 @@ use tokio::sync::mpsc;
 pub enum Piece {
     /// Text, reasoning or a tool call of the reply.
     Delta(Delta),
+    /// A generated token's log-probability (only when the request asked for them),
+    /// sent before the deltas its text produces.
+    Logprob(LogprobEntry),
     /// The reply is complete.
     Done(Summary),
     /// The request failed.
@@ -67,6 +71,7 @@ pub fn start(
         max_new_tokens,
         sampling: params.sampling,
         stop_tokens: inner.eos.clone(),
+        logprobs: params.logprobs,
         ..GenerateRequest::default()
     })?;
     let (tx, rx) = mpsc::channel(64);
@@ -165,7 +170,7 @@ fn run(
     let (mut tokens, mut generated, mut shown, mut text) = (Vec::new(), 0, 0, String::new());
     for event in stream {
         match event {
-            Event::Token(t) => {
+            Event::Token { id: t, logprob } => {
                 let now = Instant::now();
                 match last {
                     None => inner.metrics.ttft((now - started).as_secs_f64()),
@@ -175,6 +180,11 @@ fn run(
                 generated += 1;
                 if inner.eos.contains(&t) {
                     continue;
+                }
+                if let Some(lp) = logprob
+                    && !send(Piece::Logprob(LogprobEntry::new(&inner.tokenizer, &lp)))
+                {
+                    return;
                 }
                 tokens.push(t);
                 text = match inner.tokenizer.decode(&tokens) {

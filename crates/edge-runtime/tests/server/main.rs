@@ -3,96 +3,15 @@
 //! for keep-alive) talks to it.
 #![cfg(feature = "server")]
 
-use edge_model::{ActivationMode, Qwen35Model};
-use edge_runtime::server::{ServerState, serve_on};
-use edge_runtime::{ChatTemplate, Engine, EngineConfig, EngineHandle, Tokenizer};
+mod logprobs;
+mod support;
+
+use support::*;
+
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn demo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models/demo")
-}
-
-fn agent_defaults() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(demo_dir().join("agent_defaults.json")).unwrap())
-        .unwrap()
-}
-
-/// A server on a free loopback port; returns its base URL.
-async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -> String {
-    let dir = demo_dir();
-    let model = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
-    let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
-    let template = ChatTemplate::from_tokenizer_config(
-        &std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap(),
-    )
-    .unwrap();
-    let eos = model.config().eos_token_ids.clone();
-    let context = context.unwrap_or(model.config().max_position_embeddings);
-    let config = EngineConfig {
-        max_sequences,
-        ..EngineConfig::default()
-    };
-    let engine = Engine::new(Arc::new(model), config).unwrap();
-    let handle = Arc::new(EngineHandle::spawn(engine, queue).unwrap());
-    let state = ServerState::new(
-        handle,
-        Arc::new(tokenizer),
-        Arc::new(template),
-        "demo",
-        context,
-        eos,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(listener, state, std::future::pending()));
-    format!("http://{addr}")
-}
-
-fn user(text: &str) -> Value {
-    json!({"role": "user", "content": text})
-}
-
-async fn post(client: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
-    let res = client.post(url).json(&body).send().await.unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap())
-}
-
-/// The JSON records of an SSE body, and whether it ended with `[DONE]`.
-fn sse_records(text: &str) -> (Vec<Value>, bool) {
-    let mut records = Vec::new();
-    let mut done = false;
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let data = block.strip_prefix("data: ").expect("an SSE data record");
-        assert!(!data.contains('\n'), "one line per record: {data}");
-        if data == "[DONE]" {
-            done = true;
-        } else {
-            assert!(!done, "a record after [DONE]");
-            records.push(serde_json::from_str(data).unwrap());
-        }
-    }
-    (records, done)
-}
-
-fn assert_error(status: u16, body: &Value, expected: u16) {
-    assert_eq!(status, expected, "{body}");
-    let e = &body["error"];
-    assert!(
-        e["message"].as_str().is_some_and(|m| !m.is_empty()),
-        "{body}"
-    );
-    assert!(e["type"].is_string(), "{body}");
-    assert!(
-        e.get("param").is_some() && e.get("code").is_some(),
-        "{body}"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_and_streamed_chat_with_keep_alive() {
