@@ -54,32 +54,15 @@ impl Bundle {
 #[cfg(feature = "embedded-model")]
 mod embedded {
     use super::*;
-    use edge_model::{Checkpoint, Qwen35Config};
-
-    const CONFIG: &str = include_str!("../../../models/demo/config.json");
-    const GENERATION: &str = include_str!("../../../models/demo/generation_config.json");
-    static WEIGHTS: &[u8] = include_bytes!("../../../models/demo/model.safetensors");
-    static TOKENIZER: &[u8] = include_bytes!("../../../models/demo/tokenizer.json");
-    const TOKENIZER_CONFIG: &str = include_str!("../../../models/demo/tokenizer_config.json");
-    const AGENT_DEFAULTS: &str = include_str!("../../../models/demo/agent_defaults.json");
+    use edge_runtime::demo;
 
     pub fn load(opts: LoadOptions) -> Result<Bundle, CliError> {
-        let parse = |text: &str, what: &str| {
-            serde_json::from_str::<serde_json::Value>(text)
-                .map_err(|e| CliError::Usage(format!("embedded {what} is not valid JSON: {e}")))
-        };
-        let config = Qwen35Config::from_json(
-            &parse(CONFIG, "config.json")?,
-            Some(&parse(GENERATION, "generation_config.json")?),
-        )?;
-        let ckpt = Checkpoint::from_static("<embedded demo model>", WEIGHTS)?;
-        let model = Qwen35Model::from_checkpoint(config, &ckpt, opts)?;
         Ok(Bundle {
-            model,
-            tokenizer: Some(Tokenizer::from_bytes(TOKENIZER)?),
-            template: Some(ChatTemplate::from_tokenizer_config(TOKENIZER_CONFIG)?),
+            model: demo::load(opts)?,
+            tokenizer: Some(demo::tokenizer()?),
+            template: Some(demo::chat_template()?),
             agent_defaults: Some(AgentContext::from_json(
-                AGENT_DEFAULTS,
+                demo::AGENT_DEFAULTS,
                 "embedded agent_defaults.json",
             )?),
         })

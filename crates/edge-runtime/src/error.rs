@@ -29,6 +29,10 @@ pub enum RuntimeError {
     /// An error from the model.
     #[error(transparent)]
     Model(#[from] edge_model::ModelError),
+    /// A file compiled into the binary with the demo model is broken (a build
+    /// defect, not a user error).
+    #[error("embedded demo model: {0}")]
+    Demo(String),
     /// The HTTP server could not start or failed.
     #[error("server: {0}")]
     Server(String),

@@ -9,6 +9,8 @@ mod error;
 pub use error::{Result, RuntimeError};
 pub mod agentic;
 pub mod chat_template;
+#[cfg(feature = "demo-model")]
+pub mod demo;
 pub mod engine;
 pub mod sampling;
 #[cfg(feature = "server")]

@@ -17,6 +17,9 @@ use std::sync::Arc;
 enum Source {
     Dir(PathBuf),
     Loaded(Arc<Qwen35Model>),
+    /// The demo model compiled into the binary (`crate::demo`).
+    #[cfg(feature = "demo-model")]
+    Demo,
 }
 
 /// Whether and how to speculate.
@@ -56,6 +59,14 @@ impl EngineBuilder {
     /// loaded with).
     pub fn from_model(model: Arc<Qwen35Model>) -> Self {
         Self::with_source(Source::Loaded(model))
+    }
+
+    /// An engine for the demo model compiled into the binary (feature `demo-model`),
+    /// loaded by [`EngineBuilder::build`]; [`crate::demo`] has its tokenizer and chat
+    /// template.
+    #[cfg(feature = "demo-model")]
+    pub fn demo() -> Self {
+        Self::with_source(Source::Demo)
     }
 
     fn with_source(source: Source) -> Self {
@@ -172,6 +183,10 @@ impl EngineBuilder {
         let model = match &self.source {
             Source::Dir(dir) => Arc::new(Qwen35Model::load(dir, self.activations)?),
             Source::Loaded(m) => m.clone(),
+            #[cfg(feature = "demo-model")]
+            Source::Demo => Arc::new(crate::demo::load(edge_model::LoadOptions {
+                activations: self.activations,
+            })?),
         };
         let config = self.config_for(&model);
         Engine::new(model, config)
