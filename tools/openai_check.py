@@ -69,6 +69,27 @@ def main() -> None:
             print("stream usage:", chunk.usage)
     print("streamed:", repr(text))
 
+    # Log-probabilities, as the client parses them: chat (whole and streamed) and text
+    # completions.
+    ask = dict(model=a.model, messages=[{"role": "user", "content": "Hello!"}], max_tokens=8,
+               temperature=0, logprobs=True, top_logprobs=3)
+    r = client.chat.completions.create(**ask)
+    entries = r.choices[0].logprobs.content
+    assert entries and all(len(e.top_logprobs) == 3 and e.logprob <= 0 for e in entries), entries
+    assert all(abs(e.top_logprobs[0].logprob - e.logprob) < 1e-5 for e in entries), "greedy"
+    print("chat logprobs:", [(e.token, round(e.logprob, 3)) for e in entries])
+    streamed = []
+    for chunk in client.chat.completions.create(**ask, stream=True):
+        if chunk.choices and chunk.choices[0].logprobs and chunk.choices[0].logprobs.content:
+            streamed += chunk.choices[0].logprobs.content
+    assert [e.token for e in streamed] == [e.token for e in entries], (streamed, entries)
+    c = client.completions.create(model=a.model, prompt="def main():", max_tokens=6,
+                                  temperature=0, logprobs=2)
+    lp = c.choices[0].logprobs
+    assert "".join(lp.tokens) == c.choices[0].text, lp
+    print("completion logprobs:", list(zip(lp.tokens, lp.token_logprobs)))
+    print("all checks passed")
+
 
 if __name__ == "__main__":
     main()

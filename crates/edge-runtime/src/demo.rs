@@ -18,9 +18,6 @@ const TOKENIZER_CONFIG: &str = include_str!("../../../models/demo/tokenizer_conf
 /// (`{"system": "...", "tools": [OpenAI tool schemas]}`).
 pub const AGENT_DEFAULTS: &str = include_str!("../../../models/demo/agent_defaults.json");
 
-/// The name the demo model reports (for example as the server's model id).
-pub const NAME: &str = "edge-llm-demo";
-
 fn json(text: &str, what: &str) -> Result<serde_json::Value> {
     serde_json::from_str(text).map_err(|e| RuntimeError::Demo(format!("{what}: {e}")))
 }
