@@ -1,24 +1,31 @@
 #!/usr/bin/env python3
 """Seeded synthetic multi-turn agent conversations in the Qwen3.5 chat format.
 
-Two families of conversations:
+Three families of conversations (the generators live in corpus/):
 
-* coding-agent sessions with a ``bash`` tool (ls, cat, grep, sed, find, git, python,
-  pytest, pip ... over a randomly generated repository, with synthetic outputs);
-* typed function calling over a pool of invented tools (integer, number, boolean, enum,
-  array and object parameters), with distractor tools, per-conversation tool-name and
-  parameter-name aliases (canonical names 85% of the time), parallel and sequential
-  calls, turns that need no tool and requests that no listed tool can serve.
+* procedural tools (corpus/procedural_*.py): tool names and JSON schemas drawn per
+  conversation from word lists, 1-8 tools per request with similar-named distractors,
+  calls that copy the name and parameter names from the tools block and the values from
+  the request, plus requests no listed tool serves and questions that need no tool;
+* coding-agent sessions with a ``bash`` tool (corpus/bash_agent.py: ls, cat, grep, sed,
+  find, git, python, pytest, pip ... over an invented repository, synthetic outputs);
+* typed function calling over 26 hand-written tools (corpus/typed_*.py: integer, number,
+  boolean, enum, array and object parameters, parallel and sequential calls, no-tool turns).
 
 Each output line is one conversation: ``tools`` (OpenAI format), ``messages``,
 ``enable_thinking`` (False: every reasoning_content is empty, the model's default mode),
 ``text`` (rendered by chatfmt.render, identical to the chat template) and ``spans``
 (character ranges of the assistant turns to train on, i.e. those after the last user
-query). The held-out split uses a different seed; a quarter of its tool names, and a few
-tools, never occur in the training split (a generalisation probe that evaluate.py reports
-apart from the headline numbers).
+query), plus ``kind`` (``proc_*``, ``bash_*`` or ``typed_*``).
+
+The held-out split uses seed + 1000003. Its procedural tools come from the held-out
+vocabulary (corpus/vocab.py); after writing both splits the generator asserts that no
+held-out tool name, parameter name or name word occurs in any training tool
+(corpus/disjoint.py). Its bash and hand-written typed conversations use the training tools
+(new requests and values): they measure the tools seen in training.
 
 Usage: gen_corpus.py --out DIR [--seed 1234] [--n-train 20000] [--n-heldout 300]
+                     [--mix proc=0.5,bash=0.3,typed=0.2]
 """
 
 from __future__ import annotations
@@ -32,16 +39,36 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from chatfmt import render  # noqa: E402
 from corpus.bash_agent import bash_conversation  # noqa: E402
+from corpus.disjoint import SplitTracker, check_vocab  # noqa: E402
+from corpus.procedural_convs import proc_conversation  # noqa: E402
 from corpus.typed_base import TOOLS  # noqa: E402
 from corpus.typed_convs import typed_conversation  # noqa: E402
 
+FAMILIES = {"proc": proc_conversation, "bash": bash_conversation, "typed": typed_conversation}
+DEFAULT_MIX = "proc=0.5,bash=0.3,typed=0.2"
 
-# ----------------------------------------------------------------------------- main
+
+def parse_mix(s):
+    mix = {}
+    for part in s.split(","):
+        k, v = part.split("=")
+        assert k in FAMILIES, f"unknown family {k}"
+        mix[k] = float(v)
+    total = sum(mix.values())
+    return {k: v / total for k, v in mix.items()}
 
 
-def make(r, split, bash_frac=0.4):
+def make(r, split, mix):
+    """One rendered conversation, its family drawn from `mix`."""
+    fams, weights = list(mix), [mix[k] for k in mix]
     while True:
-        conv = bash_conversation(r, split) if r.random() < bash_frac else typed_conversation(r, split)
+        x, acc, fam = r.random(), 0.0, fams[-1]
+        for k, w in zip(fams, weights):
+            acc += w
+            if x < acc:
+                fam = k
+                break
+        conv = FAMILIES[fam](r, split)
         if conv is not None:
             break
     spans = []
@@ -50,17 +77,39 @@ def make(r, split, bash_frac=0.4):
     return conv
 
 
-def check_split_disjoint():
-    train_names = {n for t in TOOLS if not t.heldout_only for n in t.names}
-    held = {n for t in TOOLS for n in t.held_names} | {n for t in TOOLS if t.heldout_only for n in t.names}
-    assert not (train_names & held), train_names & held
-    allnames = [n for t in TOOLS for n in t.names + t.held_names]
+def check_handwritten():
+    allnames = [n for t in TOOLS for n in t.names]
     assert len(allnames) == len(set(allnames)), "duplicate tool alias"
     for t in TOOLS:
         assert all(p.aliases[0] == p.name for p in t.params), (t.key, "first alias must be the canonical name")
-    for t in TOOLS:  # keep schemas free of characters some Jinja tojson filters HTML-escape
-        s = json.dumps(t.instantiate(random.Random(0), "train")[0])
-        assert not any(ch in s for ch in "<>&'"), (t.key, s)
+
+
+def generate(out, seed=1234, heldout_seed=None, n_train=20000, n_heldout=300, mix=DEFAULT_MIX, log=print):
+    """Write OUT/train.jsonl and OUT/heldout.jsonl; assert the splits are disjoint."""
+    check_vocab()
+    check_handwritten()
+    mix = parse_mix(mix) if isinstance(mix, str) else mix
+    os.makedirs(out, exist_ok=True)
+    hs = heldout_seed if heldout_seed is not None else seed + 1000003
+    tracker = SplitTracker()
+    for split, sd, n in (("train", seed, n_train), ("heldout", hs, n_heldout)):
+        r = random.Random(sd)
+        path = os.path.join(out, f"{split}.jsonl")
+        chars, kinds = 0, {}
+        with open(path, "w") as f:
+            for i in range(n):
+                conv = make(r, split, mix)
+                tracker.add(split, conv)
+                fam = conv["kind"].split("_")[0]
+                kinds[fam] = kinds.get(fam, 0) + 1
+                conv = {"id": f"{split}-{i:06d}", "split": split, **conv}
+                chars += len(conv["text"])
+                f.write(json.dumps(conv, ensure_ascii=False) + "\n")
+        log(f"{split}: {n} conversations ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}), "
+            f"{chars / 1e6:.2f}M chars -> {path}")
+    stats = tracker.check()
+    log(f"disjoint: {stats}")
+    return stats
 
 
 def main():
@@ -70,21 +119,9 @@ def main():
     ap.add_argument("--heldout-seed", type=int, default=None, help="default: seed + 1000003")
     ap.add_argument("--n-train", type=int, default=20000)
     ap.add_argument("--n-heldout", type=int, default=300)
+    ap.add_argument("--mix", default=DEFAULT_MIX, help="family weights (proc, bash, typed)")
     args = ap.parse_args()
-    check_split_disjoint()
-    os.makedirs(args.out, exist_ok=True)
-    hs = args.heldout_seed if args.heldout_seed is not None else args.seed + 1000003
-    for split, seed, n in (("train", args.seed, args.n_train), ("heldout", hs, args.n_heldout)):
-        r = random.Random(seed)
-        path = os.path.join(args.out, f"{split}.jsonl")
-        chars = 0
-        with open(path, "w") as f:
-            for i in range(n):
-                conv = make(r, split)
-                conv = {"id": f"{split}-{i:06d}", "split": split, **conv}
-                chars += len(conv["text"])
-                f.write(json.dumps(conv, ensure_ascii=False) + "\n")
-        print(f"{split}: {n} conversations, {chars / 1e6:.2f}M chars -> {path}")
+    generate(args.out, args.seed, args.heldout_seed, args.n_train, args.n_heldout, args.mix)
 
 
 if __name__ == "__main__":

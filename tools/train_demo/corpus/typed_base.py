@@ -31,22 +31,18 @@ class Tool:
     """An invented function. gen(r) -> (request, canonical args, summary); result(args, r) -> dict;
     answer(args, res) -> str."""
 
-    def __init__(self, key, names, held_names, desc, params, gen, result, answer, heldout_only=False):
-        self.key, self.names, self.held_names, self.desc = key, names, held_names, desc
+    def __init__(self, key, names, desc, params, gen, result, answer):
+        self.key, self.names, self.desc = key, names, desc
         self.params, self.gen, self.result, self.answer = params, gen, result, answer
-        self.heldout_only = heldout_only
 
     def instantiate(self, r, split):
         """Choose a name and parameter aliases; return (schema, name, param-name map).
 
         Mostly the canonical (first) name and parameter names: a model of this size,
         trained for under an hour, learns request -> function reliably only for names it
-        has seen often. Aliases keep it reading the schema; the held-out split also draws
-        names never seen in training (a generalisation probe, reported separately)."""
-        if split == "heldout" and self.held_names and r.random() < HELDOUT_UNSEEN_NAME_P:
-            name = r.choice(self.held_names)
-        else:
-            name = self.names[0] if r.random() < CANONICAL_P else r.choice(self.names)
+        has seen often. Aliases keep it reading the schema. Both splits draw from the same
+        names: tools never seen in training are the procedural held-out ones (procedural.py)."""
+        name = self.names[0] if r.random() < CANONICAL_P else r.choice(self.names)
         pmap = {p.name: p.aliases[0] if r.random() < CANONICAL_P else r.choice(p.aliases) for p in self.params}
         props = {pmap[p.name]: p.schema() for p in self.params}
         req = [pmap[p.name] for p in self.params if p.required]
@@ -66,7 +62,6 @@ def ask(r, bases, extras=(), end="?"):
 
 TOOLS: list[Tool] = []
 CANONICAL_P = 0.85  # share of tool/parameter names that are the canonical ones
-HELDOUT_UNSEEN_NAME_P = 0.25  # held-out tools renamed to a name never seen in training
 
 
 def tool(**kw):

@@ -33,7 +33,7 @@ def _r_weather(a, r):
 
 
 tool(key="weather", names=["get_weather", "get_current_weather", "fetch_weather", "weather_lookup"],
-     held_names=["check_weather", "query_weather_now"], desc="Get the current weather and an optional forecast for a city.",
+     desc="Get the current weather and an optional forecast for a city.",
      params=[P("location", "string", "City name, for example Paris", aliases=("location", "city")),
              P("unit", "string", "Temperature unit", required=False, enum=["celsius", "fahrenheit"]),
              P("days", "integer", "Number of forecast days, 1 to 7", required=False)],
@@ -73,7 +73,7 @@ def _a_issues(a, s):
     return f"I found {s['total']} issue(s) in {a['repo']}: {items}."
 
 
-tool(key="issues", names=["search_issues", "find_issues", "list_issues"], held_names=["query_issue_tracker", "lookup_tickets"],
+tool(key="issues", names=["search_issues", "find_issues", "list_issues"],
      desc="Search the issue tracker of a repository.",
      params=[P("repo", "string", "Repository in owner/name form", aliases=("repo", "repository")),
              P("query", "string", "Search text"),
@@ -98,7 +98,7 @@ def _g_create(r):
     return ask(r, bases, ex, end="."), a, f"creating {path}"
 
 
-tool(key="create_file", names=["create_file", "write_file", "make_file"], held_names=["new_file", "save_text_file"],
+tool(key="create_file", names=["create_file", "write_file", "make_file"],
      desc="Create a text file with the given content.",
      params=[P("path", "string", "Path of the file to create", aliases=("path", "file_path", "filename")),
              P("content", "string", "Text to write into the file"),
@@ -131,7 +131,7 @@ def _r_tests(a, r):
     return {"passed": total - failed, "failed": failed, "duration_s": round(r.uniform(0.2, 30), 2)}
 
 
-tool(key="run_tests", names=["run_tests", "run_test_suite", "execute_tests"], held_names=["start_tests", "pytest_run"],
+tool(key="run_tests", names=["run_tests", "run_test_suite", "execute_tests"],
      desc="Run the project test suite and report the results.",
      params=[P("path", "string", "Test file or directory", aliases=("path", "target")),
              P("verbose", "boolean", "Print every test name", required=False),
@@ -158,7 +158,7 @@ def _g_meeting(r):
     return ask(r, bases, ex, end="."), a, f"scheduling {title}"
 
 
-tool(key="meeting", names=["schedule_meeting", "create_meeting", "book_meeting"], held_names=["add_calendar_event", "plan_meeting"],
+tool(key="meeting", names=["schedule_meeting", "create_meeting", "book_meeting"],
      desc="Schedule a meeting on the calendar and invite attendees.",
      params=[P("title", "string", "Meeting title", aliases=("title", "subject")),
              P("attendees", "array", "Email addresses of the attendees", items={"type": "string"}),
@@ -185,7 +185,7 @@ def _g_email(r):
     return r.choice(bases) + "".join(ex), a, f"emailing {', '.join(to)}"
 
 
-tool(key="email", names=["send_email", "email_send", "compose_email"], held_names=["dispatch_mail", "send_message_email"],
+tool(key="email", names=["send_email", "email_send", "compose_email"],
      desc="Send an email message.",
      params=[P("to", "array", "Recipient email addresses", items={"type": "string"}, aliases=("to", "recipients")),
              P("subject", "string", "Subject line"),
@@ -193,29 +193,6 @@ tool(key="email", names=["send_email", "email_send", "compose_email"], held_name
              P("priority", "string", "Message priority", required=False, enum=["low", "normal", "high"])],
      gen=_g_email, result=lambda a, r: {"sent": True, "message_id": f"<{r.randint(10000, 99999)}@mail>"},
      answer=lambda a, s: f"The email to {', '.join(a['to'])} was sent.")
-
-
-# currency --------------------------------------------------------------------------------------
-def _g_currency(r):
-    f, t = r.sample(CURRENCIES, 2)
-    amt = r.choice([r.randint(5, 5000), round(r.uniform(1, 999), 2)])
-    a = {"amount": amt, "from_currency": f, "to_currency": t}
-    bases = [f"Convert {amt} {f} to {t}", f"How much is {amt} {f} in {t}", f"What do {amt} {f} come to in {t}"]
-    return ask(r, bases, end=r.choice(["?", "."])), a, f"converting {amt} {f} to {t}"
-
-
-def _r_currency(a, r):
-    rate = round(r.uniform(0.05, 20), 4)
-    return {"rate": rate, "converted": round(a["amount"] * rate, 2), "currency": a["to_currency"]}
-
-
-tool(key="currency", names=["convert_currency", "currency_convert", "exchange_money"], held_names=["fx_convert", "calculate_exchange"],
-     desc="Convert an amount between two currencies at the current rate.",
-     params=[P("amount", "number", "Amount to convert"),
-             P("from_currency", "string", "Source currency code, for example USD", aliases=("from_currency", "source")),
-             P("to_currency", "string", "Target currency code", aliases=("to_currency", "target"))],
-     gen=_g_currency, result=_r_currency,
-     answer=lambda a, s: f"{a['amount']} {a['from_currency']} is {s['converted']} {s['currency']} (rate {s['rate']}).")
 
 
 # stock -----------------------------------------------------------------------------------------
@@ -229,7 +206,7 @@ def _g_stock(r):
     return ask(r, [f"What is the stock price of {s}", f"How is {s} trading today", f"Get me the latest {s} share price"], ex), a, f"the price of {s}"
 
 
-tool(key="stock", names=["get_stock_price", "stock_quote", "fetch_stock_price"], held_names=["lookup_share_price", "quote_ticker"],
+tool(key="stock", names=["get_stock_price", "stock_quote", "fetch_stock_price"],
      desc="Get the latest trading price of a stock.",
      params=[P("symbol", "string", "Ticker symbol", aliases=("symbol", "ticker")),
              P("exchange", "string", "Stock exchange", required=False, enum=["NASDAQ", "NYSE", "XETRA"])],
@@ -247,7 +224,7 @@ def _g_reminder(r):
                    f"In {m} minutes, remind me to {msg}"], end="."), a, f"a reminder to {msg}"
 
 
-tool(key="reminder", names=["set_reminder", "create_reminder", "add_reminder"], held_names=["remind_me", "schedule_alert"],
+tool(key="reminder", names=["set_reminder", "create_reminder", "add_reminder"],
      desc="Set a reminder that fires after a delay.",
      params=[P("message", "string", "What to be reminded about", aliases=("message", "text")),
              P("minutes_from_now", "integer", "Delay in minutes", aliases=("minutes_from_now", "delay_minutes"))],
@@ -266,7 +243,7 @@ def _g_translate(r):
     return ask(r, [f"Translate \"{text}\" into {lang}", f"How do you say \"{text}\" in {lang}"], ex), a, f"translating into {lang}"
 
 
-tool(key="translate", names=["translate_text", "translate", "text_translate"], held_names=["localize_text", "convert_language"],
+tool(key="translate", names=["translate_text", "translate", "text_translate"],
      desc="Translate text into another language.",
      params=[P("text", "string", "Text to translate"),
              P("target_language", "string", "Language to translate into", aliases=("target_language", "language")),
@@ -289,7 +266,7 @@ def _g_db(r):
     return ask(r, [f"Run this query on the {db} database: {sql}", f"In the {db} database, execute {sql}"], ex, end="."), a, f"querying {db}"
 
 
-tool(key="sql", names=["query_database", "run_sql", "execute_query"], held_names=["sql_query", "db_select"],
+tool(key="sql", names=["query_database", "run_sql", "execute_query"],
      desc="Run a read-only SQL query on a database.",
      params=[P("sql", "string", "SQL statement", aliases=("sql", "query")),
              P("database", "string", "Database name", aliases=("database", "db")),
@@ -310,7 +287,7 @@ def _g_resize(r):
     return ask(r, [f"Resize {p} to {w}x{h}", f"Make {p} {w} by {h} pixels"], ex, end="."), a, f"resizing {p}"
 
 
-tool(key="resize", names=["resize_image", "image_resize", "scale_image"], held_names=["shrink_picture", "rescale_photo"],
+tool(key="resize", names=["resize_image", "image_resize", "scale_image"],
      desc="Resize an image file.",
      params=[P("path", "string", "Image path", aliases=("path", "image")),
              P("width", "integer", "New width in pixels"), P("height", "integer", "New height in pixels"),

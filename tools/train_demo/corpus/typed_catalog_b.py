@@ -1,4 +1,4 @@
-"""Hand-written typed tools, part 2 (book_flight ... count_words); registered in order."""
+"""Hand-written typed tools, part 2 (book_flight ... find_restaurants); registered in order."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _g_flight(r):
                    f"I need {n} {cabin} seat{'s' if n > 1 else ''} from {o} to {d} on {day}"], end="."), a, f"a flight from {o} to {d}"
 
 
-tool(key="flight", names=["book_flight", "reserve_flight", "flight_booking"], held_names=["purchase_airfare", "order_plane_ticket"],
+tool(key="flight", names=["book_flight", "reserve_flight", "flight_booking"],
      desc="Book a flight for one or more passengers.",
      params=[P("origin", "string", "Departure city", aliases=("origin", "from_city")),
              P("destination", "string", "Arrival city", aliases=("destination", "to_city")),
@@ -40,7 +40,7 @@ def _g_track(r):
     return ask(r, [f"Where is my package {num}", f"Track package {num}", f"What is the status of shipment {num}"], ex), a, f"tracking {num}"
 
 
-tool(key="track", names=["track_package", "package_status", "track_shipment"], held_names=["locate_parcel", "shipment_lookup"],
+tool(key="track", names=["track_package", "package_status", "track_shipment"],
      desc="Get the delivery status of a package.",
      params=[P("tracking_number", "string", "Tracking number", aliases=("tracking_number", "tracking_id")),
              P("carrier", "string", "Shipping carrier", required=False, enum=CARRIERS)],
@@ -58,7 +58,7 @@ def _g_thermo(r):
                    f"Change the {room} thermostat to {t}, mode {mode}"], end="."), a, f"the {room} thermostat"
 
 
-tool(key="thermostat", names=["set_thermostat", "thermostat_set", "adjust_temperature"], held_names=["control_heating", "climate_set"],
+tool(key="thermostat", names=["set_thermostat", "thermostat_set", "adjust_temperature"],
      desc="Set the target temperature and mode of a room thermostat.",
      params=[P("room", "string", "Room name", aliases=("room", "zone")), P("temperature", "number", "Target temperature in Celsius"),
              P("mode", "string", "Operating mode", enum=["heat", "cool", "auto"])],
@@ -82,7 +82,7 @@ def _g_ticket(r):
     return (f"Open a {pr} priority ticket titled \"{title}\": users report a {topic}." + "".join(ex)), a, f"a ticket about {topic}"
 
 
-tool(key="ticket", names=["create_ticket", "open_ticket", "file_bug"], held_names=["report_incident", "new_issue"],
+tool(key="ticket", names=["create_ticket", "open_ticket", "file_bug"],
      desc="Create a ticket in the bug tracker.",
      params=[P("title", "string", "Short title"), P("description", "string", "Details of the problem"),
              P("priority", "string", "Priority", enum=["low", "medium", "high", "critical"]),
@@ -104,7 +104,7 @@ def _g_scale(r):
     return ask(r, [f"Scale {svc} to {n} replicas", f"Set the {svc} deployment to {n} replicas", f"Run {n} replicas of {svc}"], ex, end="."), a, f"scaling {svc}"
 
 
-tool(key="scale", names=["scale_deployment", "set_replicas", "scale_service"], held_names=["resize_deployment", "k8s_scale"],
+tool(key="scale", names=["scale_deployment", "set_replicas", "scale_service"],
      desc="Change the number of replicas of a Kubernetes deployment.",
      params=[P("name", "string", "Deployment name", aliases=("name", "deployment")), P("replicas", "integer", "Desired replica count"),
              P("namespace", "string", "Kubernetes namespace", required=False)],
@@ -129,9 +129,9 @@ def _r_loan(a, r):
     return {"monthly_payment": round(m, 2), "total_interest": round(m * n - a["principal"], 2)}
 
 
-tool(key="loan", names=["calculate_loan_payment", "loan_calculator", "compute_mortgage"], held_names=["mortgage_payment", "amortize_loan"],
+tool(key="loan", names=["calculate_loan_payment", "loan_calculator", "compute_mortgage"],
      desc="Compute the monthly payment of a fixed-rate loan.",
-     params=[P("principal", "number", "Loan amount", aliases=("principal", "amount")), P("annual_rate", "number", "Annual interest rate in percent"),
+     params=[P("principal", "number", "Loan amount", aliases=("principal", "loan_principal")), P("annual_rate", "number", "Annual interest rate in percent"),
              P("years", "integer", "Loan term in years")],
      gen=_g_loan, result=_r_loan,
      answer=lambda a, s: f"The monthly payment is {s['monthly_payment']}, with {s['total_interest']} interest in total.")
@@ -151,7 +151,7 @@ def _g_search(r):
     return ask(r, [f"Search the web for {q}", f"Look up {q} online", f"Find pages about {q}"], ex, end="."), a, f"searching for {q}"
 
 
-tool(key="search", names=["search_web", "web_search", "internet_search"], held_names=["google_it", "browse_search"],
+tool(key="search", names=["search_web", "web_search", "internet_search"],
      desc="Search the web and return result titles and links.",
      params=[P("query", "string", "Search terms", aliases=("query", "q")), P("num_results", "integer", "Number of results", required=False),
              P("safe_search", "boolean", "Filter explicit results", required=False)],
@@ -173,7 +173,7 @@ def _g_music(r):
     return ask(r, [f"Play {song} by {artist}", f"Put on {song} from {artist}"], ex, end="."), a, f"playing {song}"
 
 
-tool(key="music", names=["play_music", "play_song", "start_playback"], held_names=["queue_track", "music_play"],
+tool(key="music", names=["play_music", "play_song", "start_playback"],
      desc="Play a song on the speaker.",
      params=[P("song", "string", "Song title", aliases=("song", "track")), P("artist", "string", "Artist name"),
              P("shuffle", "boolean", "Shuffle the queue", required=False),
@@ -192,7 +192,7 @@ def _g_food(r):
     return ask(r, [f"Order {desc} from {rest}", f"Get me {desc} from {rest}"], [" for delivery" if deliv else " for pickup"], end="."), a, f"ordering from {rest}"
 
 
-tool(key="food", names=["order_food", "place_food_order", "food_delivery_order"], held_names=["order_takeout", "request_meal"],
+tool(key="food", names=["order_food", "place_food_order", "food_delivery_order"],
      desc="Order food from a restaurant.",
      params=[P("restaurant", "string", "Restaurant name"),
              P("items", "array", "Dishes to order",
@@ -213,7 +213,7 @@ def _g_profile(r):
     return ask(r, [f"Look up user {uid}", f"Show me the profile of user id {uid}", f"Who is user {uid}"], ex), a, f"user {uid}"
 
 
-tool(key="profile", names=["get_user_profile", "fetch_user", "lookup_user"], held_names=["user_info", "read_account"],
+tool(key="profile", names=["get_user_profile", "fetch_user", "lookup_user"],
      desc="Fetch a user profile by numeric id.",
      params=[P("user_id", "integer", "Numeric user id", aliases=("user_id", "id")),
              P("include_history", "boolean", "Include order history", required=False)],
@@ -232,7 +232,7 @@ def _g_config(r):
     return ask(r, [f"Update the {svc} config: set {desc}", f"For {svc}, change {desc}"], end="."), a, f"updating {svc} settings"
 
 
-tool(key="config", names=["update_config", "set_config", "patch_settings"], held_names=["configure_service", "apply_settings"],
+tool(key="config", names=["update_config", "set_config", "patch_settings"],
      desc="Update configuration settings of a service.",
      params=[P("service", "string", "Service name"),
              P("settings", "object", "Settings to change, as key and value pairs")],
@@ -252,7 +252,7 @@ def _g_prs(r):
     return ask(r, [f"List the {st} pull requests in {repo}", f"Show {st} PRs for {repo}"], ex, end="."), a, f"pull requests in {repo}"
 
 
-tool(key="prs", names=["list_pull_requests", "get_pull_requests", "find_prs"], held_names=["show_merge_requests", "pr_list"],
+tool(key="prs", names=["list_pull_requests", "get_pull_requests", "find_prs"],
      desc="List pull requests of a repository.",
      params=[P("repo", "string", "Repository in owner/name form", aliases=("repo", "repository")),
              P("state", "string", "Pull request state", enum=["open", "closed", "merged"]),
@@ -276,7 +276,7 @@ def _r_stats(a, r):
     return {m: round(fn[m](a["numbers"]), 3) for m in a["metrics"]}
 
 
-tool(key="stats", names=["compute_statistics", "calc_stats", "describe_numbers"], held_names=["summarize_numbers", "number_stats"],
+tool(key="stats", names=["compute_statistics", "calc_stats", "describe_numbers"],
      desc="Compute summary statistics of a list of numbers.",
      params=[P("numbers", "array", "Values", items={"type": "number"}, aliases=("numbers", "values")),
              P("metrics", "array", "Statistics to compute", items={"type": "string", "enum": ["mean", "median", "min", "max", "stdev"]})],
@@ -298,7 +298,7 @@ def _g_news(r):
     return ask(r, [f"What is the latest {t} news", f"Get me {t} headlines", f"Any news about {t} today"], ex), a, f"{t} news"
 
 
-tool(key="news", names=["get_news", "fetch_headlines", "latest_news"], held_names=["news_feed", "read_headlines"],
+tool(key="news", names=["get_news", "fetch_headlines", "latest_news"],
      desc="Get recent news headlines for a topic.",
      params=[P("topic", "string", "News topic", aliases=("topic", "category")),
              P("country", "string", "Two letter country code", required=False),
@@ -321,55 +321,9 @@ def _g_rest(r):
     return ask(r, [f"Find {cu} restaurants in {c}", f"Recommend a {cu} place in {c}"], ex, end=r.choice([".", "?"])), a, f"{cu} restaurants in {c}"
 
 
-tool(key="restaurants", names=["find_restaurants", "search_restaurants", "restaurant_finder"], held_names=["nearby_dining", "locate_eateries"],
+tool(key="restaurants", names=["find_restaurants", "search_restaurants", "restaurant_finder"],
      desc="Find restaurants in a city.",
      params=[P("city", "string", "City name", aliases=("city", "location")), P("cuisine", "string", "Type of food", enum=CUISINES),
              P("max_price", "integer", "Price level from 1 to 4", required=False), P("open_now", "boolean", "Only open restaurants", required=False)],
      gen=_g_rest, result=lambda a, r: {"results": [{"name": r.choice(RESTAURANTS), "rating": round(r.uniform(3.5, 5), 1)} for _ in range(2)]},
      answer=lambda a, s: "Options: " + "; ".join(f"{x['name']} (rating {x['rating']})" for x in s["results"]) + ".")
-
-
-# --- tools that only appear in the held-out split ----------------------------------------------
-def _g_air(r):
-    c = r.choice(CITIES)
-    a = {"city": c}
-    ex = []
-    if r.random() < 0.4:
-        a["pollutant"] = r.choice(["pm25", "pm10", "ozone"])
-        ex.append(f" ({a['pollutant']} level)")
-    return ask(r, [f"How is the air quality in {c}", f"Check the air quality for {c}"], ex), a, f"the air quality in {c}"
-
-
-tool(key="air", names=["get_air_quality"], held_names=["air_quality_index"], heldout_only=True,
-     desc="Get the air quality index for a city.",
-     params=[P("city", "string", "City name"), P("pollutant", "string", "Pollutant", required=False, enum=["pm25", "pm10", "ozone"])],
-     gen=_g_air, result=lambda a, r: {"aqi": r.randint(5, 180)}, answer=lambda a, s: f"The air quality index in {a['city']} is {s['aqi']}.")
-
-
-def _g_branch(r):
-    repo = r.choice(REPOS)
-    old, new = r.sample(["main", "dev", "feature-login", "hotfix", "release-1.2", "wip", "experiment"], 2)
-    a = {"repo": repo, "old_name": old, "new_name": new}
-    return ask(r, [f"Rename the branch {old} to {new} in {repo}", f"In {repo}, rename {old} to {new}"], end="."), a, f"renaming {old}"
-
-
-tool(key="branch", names=["rename_branch"], held_names=["git_branch_rename"], heldout_only=True,
-     desc="Rename a git branch in a repository.",
-     params=[P("repo", "string", "Repository"), P("old_name", "string", "Current branch name"), P("new_name", "string", "New branch name")],
-     gen=_g_branch, result=lambda a, r: {"ok": True}, answer=lambda a, s: f"Renamed {a['old_name']} to {a['new_name']} in {a['repo']}.")
-
-
-def _g_words(r):
-    text = r.choice(PHRASES)
-    a = {"text": text}
-    ex = []
-    if r.random() < 0.5:
-        a["unique"] = r.random() < 0.5
-        ex.append(" counting only unique words" if a["unique"] else "")
-    return ask(r, [f"How many words are in \"{text}\"", f"Count the words in \"{text}\""], ex), a, "a word count"
-
-
-tool(key="words", names=["count_words"], held_names=["word_counter"], heldout_only=True,
-     desc="Count the words in a text.",
-     params=[P("text", "string", "Input text"), P("unique", "boolean", "Count distinct words only", required=False)],
-     gen=_g_words, result=lambda a, r: {"count": len(a["text"].split())}, answer=lambda a, s: f"The text has {s['count']} words.")

@@ -13,15 +13,13 @@ from .typed_base import TOOLS
 
 
 def train_pool(split):
-    return [t for t in TOOLS if not t.heldout_only] if split == "train" else TOOLS
+    """The hand-written tools (the same in both splits)."""
+    return TOOLS
 
 
 def typed_conversation(r, split):
     think = r.random() < 0.5
     pool = train_pool(split)
-    if split == "heldout":  # make the unseen tools appear often enough to measure
-        unseen = [t for t in TOOLS if t.heldout_only]
-        pool = pool + unseen
     n_seg = 1 if r.random() < 0.85 else 2
     kinds = [r.choices(["single", "parallel", "sequential", "irrelevant", "chat"], [60, 10, 10, 10, 10])[0] for _ in range(n_seg)]
     if n_seg == 2 and kinds[0] in ("chat",) and r.random() < 0.5:
