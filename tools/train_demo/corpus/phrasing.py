@@ -3,6 +3,8 @@ mentioned next to the spoken words of its parameter name."""
 
 from __future__ import annotations
 
+from .procedural_tools import article
+
 SPOKEN_VERB = {"lookup": "look up", "backup": "back up", "rollback": "roll back", "get": "get", "sync": "sync"}
 
 
@@ -81,7 +83,7 @@ def request(tool, args, r):
     if len(phrases) > 1 and r.random() < 0.4:
         r.shuffle(phrases)
     vt = verb_text(tool.verb)
-    det = "the" if tool.obj == tool.entities else r.choice(["the", "a", "my", "this"])
+    det = "the" if tool.obj == tool.entities else r.choice(["the", article(tool.obj), "my", "this"])
     lead, end = r.choice([(f"{vt.capitalize()} {det} {tool.obj}", "."), (f"Please {vt} {det} {tool.obj}", "."),
                           (f"Can you {vt} {det} {tool.obj}", "?"), (f"I need to {vt} {det} {tool.obj}", "."),
                           (f"Could you {vt} {det} {tool.obj}", "?"), (f"I want to {vt} {det} {tool.obj}", ".")])

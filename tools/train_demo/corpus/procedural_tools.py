@@ -16,18 +16,20 @@ from __future__ import annotations
 from functools import lru_cache
 
 from . import values as V
-from .vocab import (BOOL_ATTRS, ENTITIES, ENUM_ATTRS, INT_ATTRS, LIST_ATTRS, NAMESPACES, NUM_ATTRS,
-                    OBJECT_ATTRS, OBJECT_LIST_ATTRS, PAIR_ATTRS, STR_ATTRS, VERBS, split_words)
+from .vocab import (AFFIXES, BOOL_ATTRS, ENTITIES, ENUM_ATTRS, INT_ATTRS, LIST_ATTRS, NAMESPACES, NUM_ATTRS,
+                    OBJECT_ATTRS, OBJECT_LIST_ATTRS, PAIR_ATTRS, STR_ATTRS, VERBS, is_heldout, split_words)
 
 STYLES = ["snake", "snake", "camel", "dotted"]
 N_PARAMS_W = [5, 15, 24, 24, 16, 10, 6]  # weights of 0..6 parameters
 
 
 class Vocab:
-    """One split's word lists."""
+    """One split's word lists. In training, each name word is a fresh pseudo-word with
+    probability PSEUDO_P (see pick)."""
 
     def __init__(self, split):
         s = split
+        self.pseudo_p = PSEUDO_P if split == "train" else 0.0
         self.verbs = split_words(s, VERBS, lambda e: e[0])
         self.entities = split_words(s, ENTITIES, lambda e: f"{e[0]}_{e[1]}")  # both forms are name words
         self.namespaces = split_words(s, NAMESPACES)
@@ -47,6 +49,42 @@ def vocab(split):
     return Vocab(split)
 
 
+PSEUDO_P = 0.25
+_ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gl", "kr", "pl", "st", "tr"]
+_VOWELS = ["a", "e", "i", "o", "u", "ai", "ou"]
+_CODAS = ["", "", "", "n", "r", "l", "s", "k", "m", "x"]
+
+
+def pseudo_word(r):
+    """A fresh pronounceable non-word (2-3 syllables) on the training side of the split rule.
+    The BPE tokenizer cannot have merged it whole, so copying it from the tools block is the
+    same skill as copying a held-out name, which the tokenizer also splits into pieces."""
+    while True:
+        w = "".join(r.choice(_ONSETS) + r.choice(_VOWELS) + r.choice(_CODAS) for _ in range(r.randint(2, 3)))
+        if not is_heldout(w) and w not in AFFIXES:
+            return w
+
+
+def pick(r, v, entries, shape):
+    """r.choice(entries), or with probability v.pseudo_p a pseudo-word entry of the same shape:
+    "word", "verb" (word, past), "entity" (word, plural), "pool" (word, value pool),
+    "plural_pool" (plural word, value pool), "enum" (word, values), "plural"."""
+    if not v.pseudo_p or r.random() >= v.pseudo_p:
+        return r.choice(entries)
+    w = pseudo_word(r)
+    if shape == "verb":
+        return (w, w + "ed")
+    if shape == "entity":
+        return (w, w + "s")
+    if shape == "pool":
+        return (w, r.choice(entries)[1])
+    if shape == "plural_pool":
+        return (w + "s", r.choice(entries)[1])
+    if shape == "enum":
+        return (w, r.choice(entries)[1])
+    return w + "s" if shape == "plural" else w
+
+
 def ident(words, camel):
     """Join words as snake_case or camelCase."""
     if camel:
@@ -56,6 +94,10 @@ def ident(words, camel):
 
 def spoken(words):
     return " ".join(words)
+
+
+def article(word):
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -73,20 +115,20 @@ def _scalar(r, v, camel, depth=0):
     """A string, integer, number, boolean or enum parameter (also used for object properties)."""
     kind = r.choices(["str", "int", "num", "bool", "enum"], [34, 20, 16, 14, 16])[0]
     if kind == "str" and v.str_attrs:
-        attr, pool = r.choice(v.str_attrs)
+        attr, pool = pick(r, v, v.str_attrs, "pool")
         g = V.GEN[pool]
         return Param([attr], {"type": "string", "description": f"The {attr}"}, g, True, "str")
     if kind == "int" and v.int_attrs:
-        attr = r.choice(v.int_attrs)
+        attr = pick(r, v, v.int_attrs, "word")
         return Param([attr], {"type": "integer", "description": f"The {attr}"}, lambda r, a=attr: V.integer(r, a), True, "int")
     if kind == "num" and v.num_attrs:
-        attr = r.choice(v.num_attrs)
+        attr = pick(r, v, v.num_attrs, "word")
         return Param([attr], {"type": "number", "description": f"The {attr}"}, V.number, True, "num")
     if kind == "bool" and v.bool_attrs:
-        attr = r.choice(v.bool_attrs)
+        attr = pick(r, v, v.bool_attrs, "word")
         words = [attr] if depth or r.random() < 0.6 else ["is", attr]
         return Param(words, {"type": "boolean", "description": f"Flag: {attr}"}, lambda r: r.random() < 0.5, True, "bool")
-    attr, vals = r.choice(v.enum_attrs)
+    attr, vals = pick(r, v, v.enum_attrs, "enum")
     return Param([attr], {"type": "string", "description": f"The {attr}", "enum": list(vals)},
                  lambda r, vals=vals: r.choice(vals), True, "enum")
 
@@ -113,7 +155,7 @@ def _param(r, v, entity, camel):
         return Param(["include", ents], {"type": "boolean", "description": f"Include related {ents}"},
                      lambda r: r.random() < 0.5, True, "bool")
     if kind == "pair" and v.pair_attrs:
-        attr, pool = r.choice(v.pair_attrs)
+        attr, pool = pick(r, v, v.pair_attrs, "pool")
         g = V.GEN[pool]
 
         def both(r, g=g):
@@ -128,7 +170,7 @@ def _param(r, v, entity, camel):
         ps[0].pair_gen = both
         return ps
     if kind == "list" and v.list_attrs:
-        attr, pool = r.choice(v.list_attrs)
+        attr, pool = pick(r, v, v.list_attrs, "plural_pool")
         g = V.GEN[pool]
         return Param([attr], {"type": "array", "description": f"List of {attr}", "items": {"type": "string"}},
                      lambda r, g=g: _distinct(r, g, r.randint(1, 3)), True, "list")
@@ -136,11 +178,11 @@ def _param(r, v, entity, camel):
         return Param([ent, "ids"], {"type": "array", "description": f"Ids of the {ents}", "items": {"type": "integer"}},
                      lambda r: _distinct(r, lambda r: r.randint(1, 9999), r.randint(1, 4)), True, "list")
     if kind == "object" and v.object_attrs:
-        attr = r.choice(v.object_attrs)
+        attr = pick(r, v, v.object_attrs, "word")
         props = _props(r, v, camel)
         return Param([attr], _obj_schema(attr, props, r), lambda r, props=props: _obj_value(r, props), True, "object")
     if kind == "objects" and v.object_list_attrs:
-        attr = r.choice(v.object_list_attrs)
+        attr = pick(r, v, v.object_list_attrs, "plural")
         props = _props(r, v, camel)
         sch = {"type": "array", "description": f"List of {attr}", "items": _obj_schema(None, props, r)}
         return Param([attr], sch, lambda r, props=props: [_obj_value(r, props) for _ in range(r.randint(1, 3))],
@@ -204,7 +246,7 @@ class ProcTool:
             self.name = ident([self.verb, self.obj], True)
         else:
             self.name = f"{ns}.{self.entities}.{self.verb}" if dotted_plural else f"{ns}.{self.verb}_{self.obj}"
-        self.desc = f"{self.verb.capitalize()} {'' if plural else 'a '}{self.obj}" + (f" in {ns}" if ns else "") + "."
+        self.desc = f"{self.verb.capitalize()} {'' if plural else article(self.obj) + ' '}{self.obj}" + (f" in {ns}" if ns else "") + "."
 
     def key(self):
         return (self.verb, self.entity)
@@ -237,11 +279,11 @@ class ProcTool:
 
 def make_tool(r, v, verb=None, entity=None, style=None, ns=None, camel=None):
     """Draw one tool from vocabulary v; fixed parts may be given (for similar distractors)."""
-    verb = verb or r.choice(v.verbs)
-    entity = entity or r.choice(v.entities)
+    verb = verb or pick(r, v, v.verbs, "verb")
+    entity = entity or pick(r, v, v.entities, "entity")
     style = style or r.choice(STYLES)
     if style == "dotted":
-        ns = ns or r.choice(v.namespaces)
+        ns = ns or pick(r, v, v.namespaces, "word")
     if camel is None:
         camel = style == "camel" and r.random() < 0.7
     n = r.choices(range(7), N_PARAMS_W)[0]
