@@ -92,10 +92,6 @@ def ident(words, camel):
     return "_".join(words)
 
 
-def spoken(words):
-    return " ".join(words)
-
-
 def article(word):
     return "an" if word[:1] in "aeiou" else "a"
 
@@ -111,7 +107,7 @@ class Param:
         self.name = None  # set by the tool (snake or camel)
 
 
-def _scalar(r, v, camel, depth=0):
+def _scalar(r, v, depth=0):
     """A string, integer, number, boolean or enum parameter (also used for object properties)."""
     kind = r.choices(["str", "int", "num", "bool", "enum"], [34, 20, 16, 14, 16])[0]
     if kind == "str" and v.str_attrs:
@@ -139,7 +135,7 @@ def _param(r, v, entity, camel):
     kind = r.choices(["scalar", "id", "max", "include", "pair", "list", "ids", "object", "objects"],
                      [52, 10, 5, 4, 6, 8, 4, 7, 4])[0]
     if kind == "scalar":
-        p = _scalar(r, v, camel)
+        p = _scalar(r, v)
         if p.kind in ("str", "num", "enum") and r.random() < 0.25:
             p.words = [ent] + p.words
         return p
@@ -187,7 +183,7 @@ def _param(r, v, entity, camel):
         sch = {"type": "array", "description": f"List of {attr}", "items": _obj_schema(None, props, r)}
         return Param([attr], sch, lambda r, props=props: [_obj_value(r, props) for _ in range(r.randint(1, 3))],
                      True, "objects")
-    return _scalar(r, v, camel)
+    return _scalar(r, v)
 
 
 def _distinct(r, g, n):
@@ -204,7 +200,7 @@ def _distinct(r, g, n):
 def _props(r, v, camel):
     props = []
     for _ in range(r.randint(2, 3)):
-        p = _scalar(r, v, camel, depth=1)
+        p = _scalar(r, v, depth=1)
         p.name = ident(p.words, camel)
         if all(p.name != q.name for q in props):
             props.append(p)

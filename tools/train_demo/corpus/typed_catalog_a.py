@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json  # noqa: F401
-
-from .pools import *  # noqa: F401,F403
+from .pools import (CITIES, DATABASES, FILE_CONTENTS, FILE_DIRS, FILE_NAMES, LABELS, LANGS, MEETINGS,
+                    PHRASES, REPOS, SYMBOLS, TABLES, TOPICS, clock, date, email)
 from .typed_base import P, ask, tool
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .pools import *  # noqa: F401,F403
+from .pools import (CARRIERS, CITIES, COUNTRIES, CUISINES, FOODS, KEYWORDS, LABELS, NAMESPACES, NEWS_TOPICS,
+                    PEOPLE, REPOS, RESTAURANTS, ROOMS, SERVICES, SONGS, TOPICS, date)
 from .typed_base import P, ask, tool
 
 
