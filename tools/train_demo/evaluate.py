@@ -3,14 +3,18 @@
 
 For held-out assistant turns (those after the last user query; prompt rendered with the
 chat template in MODEL/tokenizer_config.json up to that turn, generation prompt included,
-thinking on or off as in the conversation) the model greedily generates a reply. Reported:
+thinking on or off as in the conversation) the model greedily generates a reply. Reported
+(the eval.json layout is documented in tools/train_demo/README.md):
 
-* tool calls (reference turn has calls): well-formed rate (XML parses, a listed
-  function, every parameter in the schema with a value valid for its JSON type/enum, all
-  required parameters present), function-name accuracy, argument type validity (share of
-  generated arguments that are schema-valid), exact argument match; split into bash /
-  typed with tool names seen in training / typed with unseen names;
-* no-call turns: share answered without a tool call; overall call/no-call decision accuracy;
+* tool calls (reference turn has calls), per group: ``bash`` and ``typed_seen`` (tools
+  seen in training, new requests and values) and ``procedural_heldout`` (tools whose
+  names and schemas never occur in training, gen_corpus.py asserts it). Per turn: XML
+  parses; right function; parameter names in the schema; values valid for their JSON
+  type/enum; required parameters present; schema-valid arguments (all three, and a
+  listed function); well formed (XML parses and schema-valid); exact match;
+* no-call turns: share answered without a tool call (for the held-out tools: "no call when
+  no tool fits" on the turns where the offered tools do not fit or no tool is needed);
+  overall call/no-call decision accuracy;
 * MTP: teacher-forced top-1 agreement of the MTP head with the real token t+2 (on the
   assistant tokens of held-out conversations, and on all tokens), next to the main head's
   next-token accuracy;
@@ -59,10 +63,11 @@ class SimpleKV:
         self.k, self.v = self.k[:, :, :n], self.v[:, :, :n]
 
 
-def train_tool_names():
-    import gen_corpus
-
-    return {n for t in gen_corpus.TOOLS if not t.heldout_only for n in t.names}
+def group_of(kind):
+    """Metric group of a held-out conversation kind (gen_corpus families)."""
+    if kind.startswith("proc_"):
+        return "procedural_heldout"
+    return "bash" if kind.startswith("bash_") else "typed_seen"
 
 
 # ----------------------------------------------------------------------------- items
@@ -88,46 +93,47 @@ def build_items(corpus_dir, tok, max_prompts, seed):
     return recs, items[:max_prompts]
 
 
-def score_calls(text, item, seen_names):
+def score_calls(text, item):
     """Score one generated reply against the reference turn."""
     body = text.split("</think>")[-1] if "</think>" in text else text
     calls, ok = parse_tool_calls(body)
     ref_calls = [c["function"] for c in (item["ref"].get("tool_calls") or [])]
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in item["tools"]}
-    res = {"ref_call": bool(ref_calls), "gen_call": bool(calls) or "<tool_call>" in body}
+    res = {"ref_call": bool(ref_calls), "gen_call": bool(calls) or "<tool_call>" in body, "group": group_of(item["kind"])}
     if not ref_calls:
         return res
     ref_names = sorted(c["name"] for c in ref_calls)
-    group = ("bash" if ref_names == ["bash"] or set(ref_names) == {"bash"} else
-             "typed_seen_names" if all(n in seen_names for n in ref_names) else "typed_unseen_names")
-    res["group"] = group
     n_args = n_valid = 0
-    well = ok and bool(calls)
+    listed = names_ok = types_ok = req_ok = bool(calls)
     gen_parsed = []
     for c in calls:
         sch = schemas.get(c["name"])
         if sch is None:
-            well = False
+            listed = False
             n_args += len(c["raw_args"])
             gen_parsed.append((c["name"], None))
             continue
         vals = {}
         for k, raw in c["raw_args"].items():
             n_args += 1
-            ps = sch["properties"].get(k)
+            ps = sch.get("properties", {}).get(k)
             if ps is None:
-                well = False
+                names_ok = False
                 continue
             v, valid = convert_value(raw, ps)
             n_valid += valid
-            well &= valid
+            types_ok &= valid
             vals[k] = v
         if any(r not in c["raw_args"] for r in sch.get("required", [])):
-            well = False
+            req_ok = False
         gen_parsed.append((c["name"], vals))
     res["xml_ok"] = ok and bool(calls)
-    res["well_formed"] = well
     res["name_correct"] = sorted(c["name"] for c in calls) == ref_names
+    res["param_names_ok"] = listed and names_ok
+    res["types_ok"] = listed and types_ok
+    res["required_ok"] = listed and req_ok
+    res["schema_valid"] = listed and names_ok and types_ok and req_ok
+    res["well_formed"] = res["xml_ok"] and res["schema_valid"]
     res["n_args"], res["n_valid_args"] = n_args, n_valid
     ref_sorted = sorted((c["name"], json.dumps(c["arguments"], sort_keys=True)) for c in ref_calls)
     gen_sorted = sorted((n, json.dumps(v, sort_keys=True)) for n, v in gen_parsed)
@@ -135,17 +141,27 @@ def score_calls(text, item, seen_names):
     return res
 
 
+RATES = {"well_formed_rate": "well_formed", "xml_parse_rate": "xml_ok", "function_name_accuracy": "name_correct",
+         "param_names_in_schema_rate": "param_names_ok", "value_types_valid_rate": "types_ok",
+         "required_present_rate": "required_ok", "schema_valid_args_rate": "schema_valid", "exact_call_match": "exact"}
+
+
 def aggregate(rows):
+    """Rates over the turns whose reference has calls (all in [0, 1])."""
     call_rows = [r for r in rows if r["ref_call"]]
     out = {"n": len(call_rows)}
     if call_rows:
-        out["well_formed_rate"] = sum(r["well_formed"] for r in call_rows) / len(call_rows)
-        out["xml_parse_rate"] = sum(r["xml_ok"] for r in call_rows) / len(call_rows)
-        out["function_name_accuracy"] = sum(r["name_correct"] for r in call_rows) / len(call_rows)
+        for key, field in RATES.items():
+            out[key] = sum(r[field] for r in call_rows) / len(call_rows)
         na = sum(r["n_args"] for r in call_rows)
         out["arg_type_validity"] = (sum(r["n_valid_args"] for r in call_rows) / na) if na else 0.0
-        out["exact_call_match"] = sum(r["exact"] for r in call_rows) / len(call_rows)
     return out
+
+
+def no_call(rows):
+    """Turns whose reference has no call: share answered without one."""
+    nc = [r for r in rows if not r["ref_call"]]
+    return {"n": len(nc), "answered_without_call_rate": (sum(not r["gen_call"] for r in nc) / len(nc)) if nc else None}
 
 
 # ----------------------------------------------------------------------------- speculation
@@ -229,7 +245,6 @@ def main():
     tok = AutoTokenizer.from_pretrained(args.model)
     model = load_release(args.model)
     eos = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)]
-    seen = train_tool_names()
     recs, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
     print(f"{len(items)} held-out prompts", flush=True)
 
@@ -246,7 +261,7 @@ def main():
         gen = out[0, L:].tolist()
         text = tok.decode(gen, skip_special_tokens=False)
         text_clean = text.split(IM_END)[0]
-        r = score_calls(text_clean, it, seen)
+        r = score_calls(text_clean, it)
         r["kind"] = it["kind"]
         rows.append(r)
         if len(examples) < 12:
@@ -299,20 +314,22 @@ def main():
                 agree["mtp_asst"][1] += 1
 
     groups = {}
-    for g in ("bash", "typed_seen_names", "typed_unseen_names"):
-        groups[g] = aggregate([r for r in rows if r.get("group") == g])
-    no_call = [r for r in rows if not r["ref_call"]]
+    for g in ("bash", "typed_seen", "procedural_heldout"):
+        groups[g] = [r for r in rows if r["group"] == g]
+    seen_rows = groups["bash"] + groups["typed_seen"]
+    held = groups["procedural_heldout"]
     res = {
         "model": args.model,
         "heldout_prompts": len(rows),
-        # Headline: held-out prompts whose tools the model was trained on (new requests,
-        # values and tool mixes). Tools renamed to names never seen in training are a
-        # generalisation probe, reported in the groups and in the all-calls row.
-        "tool_calls": aggregate([r for r in rows if r.get("group") != "typed_unseen_names"]),
-        "tool_calls_incl_unseen_names": aggregate(rows),
-        "tool_calls_by_group": groups,
-        "no_call_turns": {"n": len(no_call),
-                          "answered_without_call_rate": (sum(not r["gen_call"] for r in no_call) / len(no_call)) if no_call else None},
+        # Tools seen in training (bash and the hand-written typed tools; new requests and values).
+        "tool_calls": aggregate(seen_rows),
+        # Procedural tools whose names and schemas never occur in training.
+        "heldout_tools": {**aggregate(held),
+                          # offered tools do not fit the request, or no tool is needed (proc_nofit, proc_chat)
+                          "no_call_when_no_tool_fits": no_call([r for r in held if r["kind"] in ("proc_nofit", "proc_chat")])},
+        "tool_calls_all": aggregate(rows),
+        "tool_calls_by_group": {g: aggregate(v) for g, v in groups.items()},
+        "no_call_turns": {**no_call(rows), "by_group": {g: no_call(v) for g, v in groups.items()}},
         "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
         "mtp_teacher_forced": {
             "conversations": min(args.mtp_convs, len(recs)),

@@ -14,8 +14,8 @@ tokenizer files (copied from --tokenizer when --out differs) and training_log.cs
 
 Full run (see README.md):
   train.py --corpus WORK/corpus --tokenizer models/demo --out models/demo
-Smoke run (~2-3 min on idle cores; writes only to a temp dir; then reloads the checkpoint,
-generates, and runs a tiny evaluate.py):
+Smoke run (~2-3 min on idle cores; writes only to a temp dir: corpus, tokenizer, template
+check, 6 steps, then reloads the checkpoint, generates, and runs a tiny evaluate.py):
   train.py --smoke
 """
 
@@ -146,13 +146,15 @@ def losses(model, ids, w, autocast, gen=None):
 
 
 def smoke_prepare(work):
-    """Small corpus + tokenizer in the temp dir."""
+    """Small corpus + tokenizer in the temp dir, and the chat-template check on them."""
     corpus = os.path.join(work, "corpus")
     tokdir = os.path.join(work, "tokenizer")
     py = sys.executable
     subprocess.run([py, os.path.join(HERE, "gen_corpus.py"), "--out", corpus, "--n-train", "1500", "--n-heldout", "40"], check=True)
     subprocess.run([py, os.path.join(HERE, "train_tokenizer.py"), "--corpus", os.path.join(corpus, "train.jsonl"),
                     "--out", tokdir, "--extra-code-chars", "2000000"], check=True)
+    subprocess.run([py, os.path.join(HERE, "check_template.py"), "--model", tokdir, "--corpus", corpus, "--limit", "300"],
+                   check=True)
     return corpus, tokdir
 
 

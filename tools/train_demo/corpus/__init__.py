@@ -1,0 +1,1 @@
+"""Generators of the demo model's synthetic corpus (see gen_corpus.py)."""
