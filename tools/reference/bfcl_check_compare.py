@@ -1,0 +1,326 @@
+#!/usr/bin/env python3
+"""Compare `edge-llm bench bfcl`'s AST checker with bfcl's own, on the real data.
+
+For every entry of the chosen categories this builds answers (the ground truth and
+perturbations of it), scores each variant with bfcl's Python `ast_checker` the way
+MLPerf's harness calls it (model name `gpt-4o-2024-11-20-FC`; irrelevance correct
+iff no call), scores the same answers with `edge-llm bench bfcl --answers`, and
+reports how often the two verdicts agree, per variant.
+
+Needs the unpacked `bfcl-eval` wheel (only its pure-Python checker is imported; the
+package's heavy dependencies are not needed):
+
+    pip download bfcl-eval --no-deps -d /tmp/bfcl && unzip -q /tmp/bfcl/*.whl -d /tmp/bfcl/whl
+    python3 tools/reference/bfcl_check_compare.py --wheel /tmp/bfcl/whl \
+        --edge-llm target/release/edge-llm
+
+Not used by CI.
+"""
+
+import argparse
+import copy
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+CATEGORIES = [
+    "simple_python", "simple_java", "simple_javascript", "multiple", "parallel",
+    "parallel_multiple", "live_simple", "live_multiple", "live_parallel",
+    "live_parallel_multiple", "irrelevance", "live_irrelevance",
+]
+HALLUCINATION = {"irrelevance", "live_irrelevance"}
+MODEL = "gpt-4o-2024-11-20-FC"
+
+
+def import_checker(wheel):
+    sys.path.insert(0, str(wheel))
+    # model_config imports every API client; the checker only reads one flag from it.
+    stub = types.ModuleType("bfcl_eval.constants.model_config")
+    stub.MODEL_CONFIG_MAPPING = {MODEL: types.SimpleNamespace(underscore_to_dot=True)}
+    sys.modules["bfcl_eval.constants.model_config"] = stub
+    from bfcl_eval.constants.enums import Language
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+    return ast_checker, Language
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def first_value(acceptable):
+    for v in acceptable:
+        if v != "":
+            return (v,)
+    return None
+
+
+def concrete(value, details):
+    """A dict answer {key: [acceptable]} becomes {key: first acceptable}."""
+    def dict_of_lists(v):
+        if not isinstance(v, dict):
+            return v
+        return {k: fv[0] for k, vals in v.items() if (fv := first_value(vals))}
+    ty = details.get("type", "")
+    items = details.get("items", {}).get("type", "")
+    if ty in ("dict", "HashMap") and isinstance(value, dict):
+        return dict_of_lists(value)
+    if ty in ("array", "ArrayList", "Array") and items == "dict" and isinstance(value, list):
+        return [dict_of_lists(v) for v in value]
+    return value
+
+
+def num(v):
+    return str(v).replace("True", "true").replace("False", "false")
+
+
+def java_literal(v, ty, items):
+    def scalar(x, t):
+        if isinstance(x, str):
+            return x
+        if t == "long":
+            return f"{num(x)}L"
+        if t == "float":
+            return f"{num(x)}f"
+        return num(x)
+    def untyped(x):
+        return f'"{x}"' if isinstance(x, str) else num(x)
+    if ty == "Array" and isinstance(v, list):
+        inner = items or "Object"
+        return f"new {inner}[]{{{', '.join(scalar(x, inner) for x in v)}}}"
+    if ty == "ArrayList" and isinstance(v, list):
+        if not v:
+            return "new ArrayList<>()"
+        inner = items or "Object"
+        elems = [f'"{x}"' if inner in ("String", "char") else scalar(x, inner) for x in v]
+        return f"new ArrayList<>(Arrays.asList({', '.join(elems)}))"
+    if ty == "HashMap" and isinstance(v, dict):
+        puts = " ".join(f'put("{k}", {untyped(x)});' for k, x in v.items())
+        return f"new HashMap<String, Object>() {{{{ {puts} }}}}"
+    return scalar(v, ty)
+
+
+def js_literal(v, ty):
+    def element(x):
+        if isinstance(x, str):
+            return f'"{x}"'
+        if isinstance(x, list):
+            return "[" + ", ".join(element(e) for e in x) + "]"
+        if isinstance(x, dict):
+            return "{" + ", ".join(f"{k}: {element(e)}" for k, e in x.items()) + "}"
+        return num(x)
+    if isinstance(v, str):
+        return v
+    if ty == "Bigint":
+        return f"{num(v)}n"
+    if ty in ("array", "dict"):
+        return element(v)
+    return num(v)
+
+
+def ground_truth_calls(entry, truth, category):
+    calls = []
+    for call in truth:
+        name, params = next(iter(call.items()))
+        desc = next((f for f in entry["function"] if f["name"] == name), None)
+        props = desc["parameters"]["properties"] if desc else {}
+        args = {}
+        for param, acceptable in params.items():
+            fv = first_value(acceptable)
+            if fv is None:
+                continue
+            details = props.get(param, {})
+            v = concrete(fv[0], details)
+            if category == "simple_java":
+                v = java_literal(v, details.get("type", ""), details.get("items", {}).get("type"))
+            elif category == "simple_javascript":
+                v = js_literal(v, details.get("type", ""))
+            args[param] = v
+        calls.append({"name": name.replace(".", "_"), "arguments": args})
+    return calls
+
+
+def other_type(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return str(v)
+    if isinstance(v, str):
+        return 7
+    if isinstance(v, list):
+        return "x"
+    if isinstance(v, dict):
+        return "x"
+    return 1
+
+
+def other_value(v):
+    if isinstance(v, bool):
+        return not v
+    if isinstance(v, int):
+        return v + 1
+    if isinstance(v, float):
+        return v + 1.5
+    if isinstance(v, str):
+        return v + "zz"
+    if isinstance(v, list):
+        return v + (v[:1] if v else ["zz"])
+    if isinstance(v, dict):
+        return {**v, "zz_key": 1}
+    return v
+
+
+def fancy_case(v):
+    """Upper-case strings and add characters bfcl's normalisation removes."""
+    if isinstance(v, str):
+        return " " + v.upper().replace(" ", "_ ") + "."
+    if isinstance(v, list):
+        return [fancy_case(x) if isinstance(x, str) else x for x in v]
+    return v
+
+
+def variants(entry, truth, category, rng):
+    """name -> calls (or None where the variant does not apply)."""
+    if category in HALLUCINATION:
+        name = entry["function"][0]["name"] if entry["function"] else "anything"
+        return {
+            "no_call": [],
+            "a_call": [{"name": name.replace(".", "_"), "arguments": {}}],
+        }
+    gt = ground_truth_calls(entry, truth, category)
+    out = {"ground_truth": gt}
+    c0 = gt[0]
+    args = c0["arguments"]
+    desc = next(f for f in entry["function"] if f["name"].replace(".", "_") == c0["name"])
+    required = [p for p in desc["parameters"].get("required", []) if p in args]
+    keys = list(args)
+
+    def with_args(new_args, name=None):
+        calls = copy.deepcopy(gt)
+        calls[0]["arguments"] = new_args
+        if name:
+            calls[0]["name"] = name
+        return calls
+
+    out["wrong_name"] = with_args(args, c0["name"] + "_x")
+    out["extra_param"] = with_args({**args, "zz_unexpected": 1})
+    if required:
+        p = rng.choice(required)
+        out["drop_required"] = with_args({k: v for k, v in args.items() if k != p})
+    if keys:
+        p = rng.choice(keys)
+        out["wrong_type"] = with_args({**args, p: other_type(args[p])})
+        p = rng.choice(keys)
+        out["wrong_value"] = with_args({**args, p: other_value(args[p])})
+        out["case_and_punctuation"] = with_args({k: fancy_case(v) for k, v in args.items()})
+        # A float for an int and an int for a float: Python's type rules decide.
+        out["numeric_kind"] = with_args({
+            k: (float(v) if type(v) is int else int(v) if type(v) is float and v.is_integer() else v)
+            for k, v in args.items()
+        })
+    optional = [k for k in keys if k not in desc["parameters"].get("required", [])]
+    if optional:
+        p = rng.choice(optional)
+        out["omit_optional"] = with_args({k: v for k, v in args.items() if k != p})
+    out["extra_call"] = gt + [copy.deepcopy(gt[0])]
+    out["no_call"] = []
+    if len(gt) > 1:
+        out["reversed"] = list(reversed(gt))
+        out["drop_call"] = gt[:-1]
+    out["malformed_json"] = with_args("{not json")
+    return out
+
+
+def python_verdict(ast_checker, Language, entry, truth, category, calls):
+    if category in HALLUCINATION:
+        return len(calls) == 0
+    decoded = []
+    for c in calls:
+        args = c["arguments"]
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = {}  # as MLPerf's scorer does with unparseable arguments
+        decoded.append({c["name"]: args})
+    lang = {"simple_java": Language.JAVA, "simple_javascript": Language.JAVASCRIPT}.get(
+        category, Language.PYTHON)
+    try:
+        return ast_checker(entry["function"], decoded, truth, lang, category, MODEL)["valid"]
+    except Exception as e:  # bfcl raises on some inputs; the harness would then fail
+        return f"raised {type(e).__name__}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--wheel", required=True, type=Path, help="unpacked bfcl-eval wheel")
+    ap.add_argument("--edge-llm", required=True, help="the edge-llm binary")
+    ap.add_argument("--categories", default=",".join(CATEGORIES))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--show", type=int, default=5, help="disagreements to print per variant")
+    args = ap.parse_args()
+    ast_checker, Language = import_checker(args.wheel)
+    data = args.wheel / "bfcl_eval" / "data"
+    rng = random.Random(args.seed)
+
+    # (category, variant) -> {id: (python verdict, calls)}
+    table = {}
+    entries = {}
+    for category in args.categories.split(","):
+        truths = {}
+        gt_path = data / "possible_answer" / f"BFCL_v4_{category}.json"
+        if gt_path.exists():
+            truths = {e["id"]: e["ground_truth"] for e in read_jsonl(gt_path)}
+        for entry in read_jsonl(data / f"BFCL_v4_{category}.json"):
+            truth = truths.get(entry["id"])
+            entries[entry["id"]] = entry
+            for name, calls in variants(entry, truth, category, rng).items():
+                v = python_verdict(ast_checker, Language, entry, truth, category, calls)
+                table.setdefault((category, name), {})[entry["id"]] = (v, calls)
+
+    names = sorted({n for _, n in table})
+    total_agree = total = 0
+    print(f"{'variant':<22} {'n':>6} {'py ok':>6} {'rs ok':>6} {'agree':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            cats = sorted({c for c, n in table if n == name})
+            answers = Path(tmp) / f"{name}.jsonl"
+            rows = {i: r for c in cats for i, r in table[(c, name)].items()}
+            with open(answers, "w") as f:
+                for i, (_, calls) in rows.items():
+                    f.write(json.dumps({"id": i, "tool_calls": calls}) + "\n")
+            report = Path(tmp) / f"{name}.report.json"
+            # Entries a variant does not apply to have no recorded answer; they are
+            # skipped below.
+            subprocess.run(
+                [args.edge_llm, "bench", "bfcl", "--data", str(data), "--categories",
+                 ",".join(cats), "--answers", str(answers), "--report", str(report)],
+                check=True, stdout=subprocess.DEVNULL)
+            rust = {s["id"]: s for s in json.load(open(report))["samples"]}
+            agree = n = py_ok = rs_ok = 0
+            shown = 0
+            for i, (pv, calls) in rows.items():
+                rv = rust[i]["correct"]
+                n += 1
+                py_ok += pv is True
+                rs_ok += rv
+                if (pv is True) == rv:
+                    agree += 1
+                elif shown < args.show:
+                    shown += 1
+                    print(f"  DISAGREE {name} {i}: python={pv} rust={rv} ({rust[i]['reason']})")
+                    print(f"     calls={json.dumps(calls)[:300]}")
+            total_agree += agree
+            total += n
+            print(f"{name:<22} {n:>6} {py_ok:>6} {rs_ok:>6} {100 * agree / n:>7.2f}%")
+    print(f"{'all':<22} {total:>6} {'':>6} {'':>6} {100 * total_agree / total:>7.2f}%")
+
+
+if __name__ == "__main__":
+    main()
