@@ -52,11 +52,10 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def first_value(acceptable):
-    for v in acceptable:
-        if v != "":
-            return (v,)
-    return None
+def first_value(acceptable, last=False):
+    """The first (or last) acceptable value that is not "", as a 1-tuple; None where
+    "" is the only one (the parameter is then left out)."""
+    return next(((v,) for v in (reversed(acceptable) if last else acceptable) if v != ""), None)
 
 
 def concrete(value, details):
@@ -122,7 +121,7 @@ def js_literal(v, ty):
     return num(v)
 
 
-def ground_truth_calls(entry, truth, category):
+def ground_truth_calls(entry, truth, category, last=False, encode=True):
     calls = []
     for call in truth:
         name, params = next(iter(call.items()))
@@ -130,12 +129,16 @@ def ground_truth_calls(entry, truth, category):
         props = desc["parameters"]["properties"] if desc else {}
         args = {}
         for param, acceptable in params.items():
-            fv = first_value(acceptable)
+            fv = first_value(acceptable, last)
             if fv is None:
                 continue
+            if param not in props and "" in acceptable:
+                continue  # an optional parameter the schema lacks
             details = props.get(param, {})
             v = concrete(fv[0], details)
-            if category == "simple_java":
+            if not encode:
+                pass
+            elif category == "simple_java":
                 v = java_literal(v, details.get("type", ""), details.get("items", {}).get("type"))
             elif category == "simple_javascript":
                 v = js_literal(v, details.get("type", ""))
@@ -228,6 +231,24 @@ def variants(entry, truth, category, rng):
     if optional:
         p = rng.choice(optional)
         out["omit_optional"] = with_args({k: v for k, v in args.items() if k != p})
+    out["last_acceptable"] = ground_truth_calls(entry, truth, category, last=True)
+    if category in ("simple_java", "simple_javascript"):
+        out["raw_values"] = ground_truth_calls(entry, truth, category, encode=False)
+    if keys:
+        p = rng.choice(keys)
+        out["null_value"] = with_args({**args, p: None})
+    lists = [k for k in keys if isinstance(args[k], list) and args[k]]
+    if lists:
+        p = rng.choice(lists)
+        flipped = [float(x) if type(x) is int else int(x) if type(x) is float and x.is_integer()
+                   else str(x) if not isinstance(x, str) else x for x in args[p]]
+        out["list_element_kind"] = with_args({**args, p: flipped})
+    dicts = [k for k in keys if isinstance(args[k], dict) and args[k]]
+    if dicts:
+        p = rng.choice(dicts)
+        d = dict(args[p])
+        d.pop(rng.choice(list(d)))
+        out["dict_drop_key"] = with_args({**args, p: d})
     out["extra_call"] = gt + [copy.deepcopy(gt[0])]
     out["no_call"] = []
     if len(gt) > 1:
@@ -286,7 +307,7 @@ def main():
 
     names = sorted({n for _, n in table})
     total_agree = total = 0
-    print(f"{'variant':<22} {'n':>6} {'py ok':>6} {'rs ok':>6} {'agree':>8}")
+    print(f"{'variant':<22} {'n':>6} {'py ok':>6} {'rs ok':>6} {'py raised':>9} {'agree':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             cats = sorted({c for c, n in table if n == name})
@@ -303,12 +324,13 @@ def main():
                  ",".join(cats), "--answers", str(answers), "--report", str(report)],
                 check=True, stdout=subprocess.DEVNULL)
             rust = {s["id"]: s for s in json.load(open(report))["samples"]}
-            agree = n = py_ok = rs_ok = 0
+            agree = n = py_ok = rs_ok = raised = 0
             shown = 0
             for i, (pv, calls) in rows.items():
                 rv = rust[i]["correct"]
                 n += 1
                 py_ok += pv is True
+                raised += isinstance(pv, str)
                 rs_ok += rv
                 if (pv is True) == rv:
                     agree += 1
@@ -318,8 +340,8 @@ def main():
                     print(f"     calls={json.dumps(calls)[:300]}")
             total_agree += agree
             total += n
-            print(f"{name:<22} {n:>6} {py_ok:>6} {rs_ok:>6} {100 * agree / n:>7.2f}%")
-    print(f"{'all':<22} {total:>6} {'':>6} {'':>6} {100 * total_agree / total:>7.2f}%")
+            print(f"{name:<22} {n:>6} {py_ok:>6} {rs_ok:>6} {raised:>9} {100 * agree / n:>7.2f}%")
+    print(f"{'all':<22} {total:>6} {'':>6} {'':>6} {'':>9} {100 * total_agree / total:>7.2f}%")
 
 
 if __name__ == "__main__":

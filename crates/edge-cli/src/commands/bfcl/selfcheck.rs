@@ -1,14 +1,16 @@
 //! Answers built from an entry's own ground truth, to check the checker against the
 //! real data: each expected call with, for every parameter, its first acceptable
-//! value other than `""` (a parameter whose only acceptable value is `""` is left
-//! out). Java and JavaScript values are written as the source text bfcl's
-//! converters read back.
+//! value other than `""`; a parameter is left out where `""` is its only acceptable
+//! value, or where the schema does not know it and it may be omitted. Java and JavaScript values are
+//! written as the source text bfcl's converters read back.
 
 use super::checker::ModelCall;
 use super::data::{Entry, Language};
+use super::pyvalue::accepts_omission;
 use serde_json::{Map, Value};
 
-/// The first acceptable value that is not `""`.
+/// The first acceptable value other than `""` (a required parameter may list `""`
+/// first).
 fn first_value(acceptable: &Value) -> Option<&Value> {
     acceptable
         .as_array()?
@@ -38,8 +40,11 @@ fn concrete(value: &Value, details: &Value) -> Value {
     }
 }
 
+/// A number as Python's `str` writes it (a whole float keeps its `.0`, which an
+/// `any`-typed answer such as `"30.0"` needs).
 fn number_text(v: &Value) -> String {
     match v.as_f64() {
+        Some(f) if v.is_f64() && f.fract() == 0.0 && f.abs() < 1e16 => format!("{f:.1}"),
         Some(f) if v.is_f64() => format!("{f}"),
         _ => v.to_string(),
     }
@@ -133,6 +138,11 @@ pub fn ground_truth_calls(entry: &Entry) -> Vec<ModelCall> {
                     continue;
                 };
                 let details = props.map(|p| &p[param]).unwrap_or(&Value::Null);
+                // A few answers list an optional parameter the schema lacks: passing
+                // it could only fail.
+                if details.is_null() && accepts_omission(acceptable) {
+                    continue;
+                }
                 let ty = details["type"].as_str().unwrap_or_default();
                 let items = details["items"]["type"].as_str();
                 let v = concrete(v, details);
