@@ -47,6 +47,54 @@ def import_checker(wheel):
     return ast_checker, Language
 
 
+def bfcl_convert_to_tool(wheel):
+    """bfcl's own `convert_to_tool`, lifted from model_handler/utils.py (importing
+    that module pulls in tree-sitter and the API clients)."""
+    import ast
+    import re
+    from bfcl_eval.constants.enums import ModelStyle
+    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
+    path = Path(wheel) / "bfcl_eval" / "model_handler" / "utils.py"
+    tree = ast.parse(path.read_text())
+    wanted = {"_cast_to_openai_type", "convert_to_tool"}
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    scope = {"copy": copy, "re": re, "json": json, "ModelStyle": ModelStyle,
+             "GORILLA_TO_OPENAPI": GORILLA_TO_OPENAPI}
+    exec(compile(ast.Module(body=funcs, type_ignores=[]), str(path), "exec"), scope)
+    return lambda functions: scope["convert_to_tool"](
+        functions, GORILLA_TO_OPENAPI, ModelStyle.OPENAI_COMPLETIONS)
+
+
+def compare_requests(args, data, categories):
+    """The request bodies edge-llm writes against the harness's construction."""
+    convert = bfcl_convert_to_tool(args.wheel)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "requests.jsonl"
+        subprocess.run(
+            [args.edge_llm, "bench", "bfcl", "--data", str(data), "--categories",
+             ",".join(categories), "--self-check", "--requests", str(out)],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ours = {r["id"]: r["body"] for r in read_jsonl(out)}
+    same = total = 0
+    for category in categories:
+        for entry in read_jsonl(data / f"BFCL_v4_{category}.json"):
+            body = ours[entry["id"]]
+            messages = [{"role": m["role"], "content": m.get("content") or ""}
+                        for turn in entry["question"] for m in turn]
+            try:
+                tools = convert(entry["function"])
+            except Exception as e:  # bfcl raises on a few schemas
+                tools = f"raised {type(e).__name__}"
+            # Byte-identical JSON (key order included) is what reaches the template.
+            ok = (json.dumps(body["tools"]) == json.dumps(tools)
+                  and body["messages"] == messages and body["tool_choice"] == "auto")
+            total += 1
+            same += ok
+            if not ok and total - same <= 3:
+                print(f"  REQUEST DIFFERS {entry['id']}")
+    print(f"request bodies identical to the harness's: {same}/{total}")
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
@@ -288,6 +336,7 @@ def main():
     args = ap.parse_args()
     ast_checker, Language = import_checker(args.wheel)
     data = args.wheel / "bfcl_eval" / "data"
+    compare_requests(args, data, args.categories.split(",") + ["live_relevance"])
     rng = random.Random(args.seed)
 
     # (category, variant) -> {id: (python verdict, calls)}

@@ -21,7 +21,7 @@ pub use tools::{RequestOptions, request_body};
 
 use crate::cli_error::CliError;
 use clap::Args;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -99,6 +99,10 @@ pub struct BfclArgs {
     /// Write the JSON report (figures, per-category counts, per-sample verdicts).
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Also write each entry's request body, as JSON lines of `{"id", "body"}` (to
+    /// replay against a server by hand, or compare with the harness's).
+    #[arg(long)]
+    pub requests: Option<PathBuf>,
 }
 
 /// How a request is answered: given the entry and the request body MLPerf would
@@ -202,6 +206,16 @@ pub fn command(a: BfclArgs) -> Result<(), CliError> {
         model: a.model_name.clone(),
         max_completion_tokens: a.max_new_tokens,
     };
+    if let Some(path) = &a.requests {
+        let lines: String = entries
+            .iter()
+            .map(|e| json!({"id": e.id, "body": request_body(e, &opts)}).to_string() + "\n")
+            .collect();
+        std::fs::write(path, lines).map_err(|e| CliError::Write {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    }
     let report = if a.self_check {
         run(&entries, &opts, &mut |entry, _| {
             Ok::<_, String>(selfcheck::ground_truth_calls(entry))
