@@ -19,6 +19,9 @@ pub enum CliError {
     /// From the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),
+    /// From `bench bfcl`.
+    #[error(transparent)]
+    Bfcl(#[from] crate::commands::bfcl::BfclError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {

@@ -23,6 +23,8 @@ pub enum BenchCommand {
     Synth(SynthArgs),
     /// Time token-tree verification forwards against a one-token decode step.
     Verify(super::bench_verify::VerifyArgs),
+    /// BFCL v4 single-turn function-calling accuracy (AST checker, MLPerf's scoring).
+    Bfcl(super::bfcl::BfclArgs),
 }
 
 /// Flags of `bench decode`.
@@ -95,6 +97,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
         }
         BenchCommand::Decode(a) => decode(a),
         BenchCommand::Verify(a) => super::bench_verify::run(a),
+        BenchCommand::Bfcl(a) => super::bfcl::command(a),
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_streams;
 pub mod bench_verify;
+pub mod bfcl;
 pub mod engine_args;
 pub mod generate;
 pub mod inspect;

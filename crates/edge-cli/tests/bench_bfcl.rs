@@ -1,0 +1,116 @@
+//! `edge-llm bench bfcl` end to end on the committed fixture (real BFCL v4 entries).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_edge-llm"))
+}
+
+fn data() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/bfcl")
+        .display()
+        .to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("edge-bfcl-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn self_check_scores_the_fixture_fully() {
+    let report = tmp("self.json");
+    let o = bin()
+        .args([
+            "bench",
+            "bfcl",
+            "--data",
+            &data(),
+            "--self-check",
+            "--report",
+        ])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("normalized"), "{table}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    std::fs::remove_file(&report).unwrap();
+    // The default categories: all but live_relevance (one fixture entry).
+    assert_eq!(r["total_samples"], 17);
+    assert_eq!(r["overall_accuracy"], 100.0);
+    assert_eq!(r["normalized_single_turn_score"], 100.0);
+    assert_eq!(r["categories"]["simple_python"]["total"], 3);
+}
+
+#[test]
+fn recorded_answers_are_scored_with_reasons() {
+    let answers = tmp("answers.jsonl");
+    let report = tmp("answers.json");
+    let lines = [
+        // Right: an int for a float, arguments as JSON text.
+        r#"{"id": "simple_python_88", "tool_calls": [{"name": "calculate_BMI", "arguments": "{\"weight_kg\": 70, \"height_m\": 1.75}"}]}"#,
+        // The dotted name sent as is: wrong.
+        r#"{"id": "multiple_73", "tool_calls": [{"name": "religion.get_origin", "arguments": {"religion": "buddhism"}}]}"#,
+        // A call where none fits.
+        r#"{"id": "irrelevance_8", "tool_calls": [{"name": "str_to_int", "arguments": "{}"}]}"#,
+    ];
+    std::fs::write(&answers, lines.join("\n")).unwrap();
+    let o = bin()
+        .args(["bench", "bfcl", "--data", &data(), "--categories"])
+        .args(["simple_python,multiple,irrelevance", "--answers"])
+        .arg(&answers)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    std::fs::remove_file(&report).unwrap();
+    std::fs::remove_file(&answers).unwrap();
+    let kind = |id: &str| {
+        let s = r["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap();
+        s["kind"].as_str().unwrap_or("correct").to_string()
+    };
+    assert_eq!(kind("simple_python_88"), "correct");
+    assert_eq!(kind("simple_python_94"), "no_answer");
+    assert_eq!(kind("multiple_73"), "wrong_func_name");
+    assert_eq!(kind("irrelevance_8"), "irrelevance:made_call");
+    assert_eq!(r["categories"]["simple_python"]["correct"], 1);
+}
+
+#[test]
+fn unwired_backends_and_bad_data_are_errors() {
+    let o = bin()
+        .args([
+            "bench",
+            "bfcl",
+            "--data",
+            &data(),
+            "--endpoint",
+            "http://127.0.0.1:9",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no answering backend"));
+    let o = bin()
+        .args([
+            "bench",
+            "bfcl",
+            "--data",
+            "/nonexistent-bfcl",
+            "--self-check",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("BFCL_v4_simple_python.json"));
+}
