@@ -6,6 +6,7 @@ pub mod bench_verify;
 pub mod engine_args;
 pub mod generate;
 pub mod inspect;
+pub mod kernels;
 pub mod quantize;
 mod requests;
 pub mod score;

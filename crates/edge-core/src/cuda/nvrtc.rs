@@ -85,6 +85,8 @@ pub struct Nvrtc {
     include_dir: Option<PathBuf>,
     version: (u32, u32),
     supported: Vec<u32>,
+    // `libnvrtc-builtins` opened from beside the library, if found there (see `open_builtins`).
+    _builtins: Option<libloading::Library>,
     // Keeps the code the `api` pointers point into mapped; declared last, dropped last.
     _lib: libloading::Library,
 }
@@ -160,6 +162,7 @@ impl Nvrtc {
             include_dir: candidate.include_dir.clone(),
             version: (0, 0),
             supported: Vec::new(),
+            _builtins: None,
             _lib: lib,
         };
         let (mut major, mut minor) = (0, 0);
@@ -168,6 +171,7 @@ impl Nvrtc {
             (nvrtc.api.version)(&mut major, &mut minor)
         })?;
         nvrtc.version = (major as u32, minor as u32);
+        nvrtc._builtins = open_builtins(&candidate.library, nvrtc.version)?;
         let mut count = 0;
         // SAFETY: the pointer is to a live c_int.
         nvrtc.check("nvrtcGetNumSupportedArchs", unsafe {
@@ -333,6 +337,29 @@ impl Nvrtc {
                 .into_owned()
         }
     }
+}
+
+/// Opens `libnvrtc-builtins.so.X.Y` from the folder `library` is in, when it is there.
+///
+/// NVRTC opens its builtins by bare name at the first compile, through the loader's
+/// search path, and a pip wheel's `lib/` is not on it (the library has no RPATH). The
+/// loader answers a bare-name open with an already loaded object of that soname, so
+/// opening the file by path first is enough.
+fn open_builtins(
+    library: &Path,
+    (major, minor): (u32, u32),
+) -> Result<Option<libloading::Library>> {
+    let Some(dir) = library.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(None); // opened by bare name: the loader finds the builtins the same way
+    };
+    let path = dir.join(format!("libnvrtc-builtins.so.{major}.{minor}"));
+    if !path.is_file() {
+        return Ok(None);
+    }
+    // SAFETY: the builtins library only registers NVRTC's builtin headers and tables.
+    let lib = unsafe { libloading::Library::new(&path) }
+        .map_err(|e| CoreError::Cuda(format!("{}: {e}", path.display())))?;
+    Ok(Some(lib))
 }
 
 fn trim_nul(bytes: &[u8]) -> &[u8] {
