@@ -87,9 +87,14 @@ fn check(args: CheckArgs) -> Result<(), CliError> {
             let label = format!("{:<width$}  {:<7}", source.name, arch.sm_name());
             if !nvrtc.supports(arch) {
                 failed += 1;
+                // Thor's sm_110 (and sm_120 before 12.8) arrive only with NVRTC 13.
+                let hint = if major < 13 && arch.number() >= 110 {
+                    "; this architecture needs NVRTC 13"
+                } else {
+                    ""
+                };
                 println!(
-                    "FAIL  {label}  not supported by NVRTC {major}.{minor} (it supports {}; \
-                     sm_110 and sm_120 need NVRTC 13)",
+                    "FAIL  {label}  not supported by NVRTC {major}.{minor} (it supports {}{hint})",
                     supported.join(" ")
                 );
                 continue;
