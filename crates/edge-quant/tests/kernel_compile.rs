@@ -35,3 +35,21 @@ fn every_kernel_compiles_to_cubin_for_every_target() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+#[test]
+#[ignore = "needs NVRTC: CUDA_HOME=$PWD/.ci/cuda-wheels/nvidia/cu13 cargo test -p edge-quant --features cuda --test kernel_compile -- --ignored"]
+fn a_rejected_source_is_a_typed_error_with_the_log() {
+    let nvrtc = Nvrtc::open(&NvrtcLocation::Conventional).unwrap_or_else(|e| panic!("{e}"));
+    let broken = edge_core::KernelSource {
+        name: "broken",
+        code: "extern \"C\" __global__ void k() { no_such_name = 1; }",
+    };
+    let sm90 = ComputeCapability::from_sm_name("sm_90").unwrap();
+    match nvrtc.compile(&broken, CompileTarget::Cubin(sm90)) {
+        Err(edge_core::CoreError::NvrtcCompile { name, log, .. }) => {
+            assert_eq!(name, "broken");
+            assert!(log.contains("no_such_name"), "{log}");
+        }
+        other => panic!("expected NvrtcCompile, got {other:?}"),
+    }
+}
