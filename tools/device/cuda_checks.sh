@@ -5,11 +5,12 @@
 #   tools/device/cuda_checks.sh run       # on the GPU machine, from the repository root
 #
 # prepare: builds the release test binary of crates/edge-quant/tests/cuda_parity.rs with
-#   `--features cuda`, copies it (debug info stripped) to .device/bin/, and, if NVRTC can
-#   be loaded here (NVRTC_LIB_DIR, or the nvidia-cuda-nvrtc-cu12 pip wheel of python3),
-#   compiles every kernel for sm_80/sm_89/sm_90 into the PTX cache .device/ptx-cache, so
-#   the GPU machine needs only the driver. .device/ is git-ignored: carry it (device tool:
-#   carry [".device"]).
+#   `--features cuda`, copies it (debug info stripped) to .device/bin/, and, if NVRTC is
+#   found here (NVRTC_DIR: a CUDA install root or a wheel's nvidia/cu13; else the NVRTC 13
+#   wheels of .ci/install-cuda-wheels), compiles every kernel for sm_80/sm_89/sm_90 into
+#   the PTX cache .device/ptx-cache, so the GPU machine needs only the driver (>= CUDA
+#   13.0 for NVRTC 13's PTX). .device/ is git-ignored: carry it (device tool: carry
+#   [".device"]).
 # run: runs every ignored test (parity + timings) single-threaded, then the NVRTC compile
 #   test on its own (it needs libnvrtc on that machine; its failure is reported, not
 #   fatal). The log goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
@@ -18,23 +19,14 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEV="$ROOT/.device"
 
+# Prints a folder NVRTC is found in the way edge-core looks (as CUDA_HOME: lib64/ or
+# lib/ inside, include/ beside it), or nothing.
 find_nvrtc() {
-    if [[ -n "${NVRTC_LIB_DIR:-}" ]]; then
-        echo "$NVRTC_LIB_DIR"
+    if [[ -n "${NVRTC_DIR:-${NVRTC_LIB_DIR:-}}" ]]; then
+        echo "${NVRTC_DIR:-$NVRTC_LIB_DIR}"
         return
     fi
-    local py
-    for py in python3 /work/venv/bin/python3; do
-        if command -v "$py" >/dev/null 2>&1; then
-            "$py" - <<'PY' 2>/dev/null && return
-import importlib.util, pathlib
-spec = importlib.util.find_spec("nvidia.cuda_nvrtc")
-lib = pathlib.Path(list(spec.submodule_search_locations)[0]) / "lib"
-assert (lib / "libnvrtc.so.12").exists()
-print(lib)
-PY
-        fi
-    done
+    "$ROOT/.ci/install-cuda-wheels" 2>/dev/null || true
 }
 
 prepare() {
@@ -55,7 +47,7 @@ prepare() {
     nvrtc=$(find_nvrtc || true)
     if [[ -n "$nvrtc" ]]; then
         rm -rf "$DEV/ptx-cache"
-        LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        CUDA_HOME="$nvrtc" \
             EDGE_QUANT_PTX_CACHE="$DEV/ptx-cache" \
             "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90
         echo "PTX cache: $(ls "$DEV/ptx-cache" | wc -l) entries in .device/ptx-cache"
@@ -72,7 +64,8 @@ run() {
     export EDGE_QUANT_PTX_CACHE="${EDGE_QUANT_PTX_CACHE:-$DEV/ptx-cache}"
     export EDGE_QUANT_TEST_DATA="${EDGE_QUANT_TEST_DATA:-$ROOT/crates/edge-quant/tests/data}"
     # libcuda comes from the driver; libnvrtc (only for architectures not in the cache)
-    # from the CUDA toolkit if there is one.
+    # from the CUDA toolkit if there is one (edge-core also looks in /usr/local/cuda and
+    # $CUDA_HOME itself, for libnvrtc.so.13 or .so.12).
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64:/usr/local/cuda/lib64"
     {
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true

@@ -22,6 +22,25 @@ pub enum CliError {
     /// From `bench bfcl`.
     #[error(transparent)]
     Bfcl(#[from] crate::commands::bfcl::BfclError),
+    /// From the foundation crate (devices, NVRTC).
+    #[error(transparent)]
+    Core(#[from] edge_core::CoreError),
+    /// A command that needs CUDA, in a binary built without the `cuda` feature.
+    #[cfg_attr(feature = "cuda", allow(dead_code))]
+    #[error(
+        "`{0}` needs CUDA support, but this edge-llm was built without it \
+         (rebuild with `cargo build --release -p edge-cli --features cuda`)"
+    )]
+    NoCuda(&'static str),
+    /// Some kernels did not compile in `kernels check`.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    #[error("{failed} of {total} kernel compilations failed")]
+    KernelCheck {
+        /// How many (kernel, architecture) pairs failed.
+        failed: usize,
+        /// How many were tried.
+        total: usize,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {

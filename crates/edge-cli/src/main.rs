@@ -40,6 +40,9 @@ enum Command {
     /// Benchmarks: prefill/decode speed against the memory-bandwidth bound.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
+    /// CUDA kernels: `check` compiles every kernel with NVRTC for each architecture.
+    #[command(subcommand)]
+    Kernels(commands::kernels::KernelsCommand),
 }
 
 /// mimalloc returns freed memory to the OS shortly after a free ("purging"). A prompt's
@@ -67,6 +70,7 @@ fn main() {
         Command::Quantize(a) => commands::quantize::run(a),
         Command::Serve(a) => commands::serve::run(a),
         Command::Bench(c) => commands::bench::run(c),
+        Command::Kernels(c) => commands::kernels::run(c),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -52,6 +52,29 @@ pub enum CoreError {
     #[cfg(feature = "cuda")]
     #[error("cuda: {0}")]
     Cuda(String),
+    /// No NVRTC library could be opened from any of the places searched.
+    #[cfg(feature = "cuda")]
+    #[error(
+        "NVRTC (libnvrtc) not found; searched:\n  {}\n(point to a CUDA install or a pip \
+         wheel's nvidia/cu13 folder)",
+        searched.join("\n  ")
+    )]
+    NvrtcNotFound {
+        /// Every folder, file name and loader search tried, in order, with the reason a
+        /// file that exists could not be opened.
+        searched: Vec<String>,
+    },
+    /// NVRTC rejected a kernel source.
+    #[cfg(feature = "cuda")]
+    #[error("NVRTC failed to compile `{name}` for {target}:\n{log}")]
+    NvrtcCompile {
+        /// The kernel source's name.
+        name: String,
+        /// The target, e.g. `sm_90 (cubin)`.
+        target: String,
+        /// NVRTC's program log.
+        log: String,
+    },
     /// An I/O error from the kernel cache.
     #[error("i/o error at {path}: {source}")]
     Io {

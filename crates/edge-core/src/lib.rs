@@ -8,6 +8,7 @@
 //! - [`HostBuffer`]: a typed host-side tensor over [`Bytes`];
 //! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
 //! - [`CoreError`]: this crate's typed error;
+//! - [`KernelSource`]: the text of one CUDA kernel source (compiled only with `cuda`);
 //! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
 //! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
 //!   bandwidth bound.
@@ -22,6 +23,7 @@ mod bytes;
 mod device;
 mod dtype;
 mod error;
+mod kernel_source;
 pub mod par;
 pub mod read_bandwidth;
 mod shape;
@@ -34,4 +36,5 @@ pub use bytes::Bytes;
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{CoreError, Result};
+pub use kernel_source::KernelSource;
 pub use shape::Shape;

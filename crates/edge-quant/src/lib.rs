@@ -6,6 +6,8 @@
 //!   an f32 global scale).
 //! - [`fp8`]: FP8 E4M3 tensors with a per-tensor scale.
 //! - [`int8`]: dynamic per-block int8 activations (the W4A8 CPU mode).
+//! - [`kernel_sources`]: the registry of every CUDA kernel source (compiled only with
+//!   the `cuda` feature).
 //!
 //! Every operation has a CPU reference implementation that is the oracle for the fast
 //! CPU and CUDA paths.
@@ -16,6 +18,7 @@ mod error;
 pub mod formats;
 pub mod fp8;
 pub mod int8;
+pub mod kernel_sources;
 pub mod linear;
 pub mod nvfp4;
 

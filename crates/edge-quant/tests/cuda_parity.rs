@@ -127,7 +127,7 @@ fn check_nvfp4_quantize(dev: &CudaDevice, rows: usize, cols: usize, x: &[f32], g
 }
 
 #[test]
-#[ignore = "needs libnvrtc only: LD_LIBRARY_PATH=<dir with libnvrtc.so.12> cargo test -p edge-quant --features cuda --test cuda_parity -- --ignored nvrtc"]
+#[ignore = "needs NVRTC only: CUDA_HOME=<CUDA install or nvidia/cu13 wheel folder> cargo test -p edge-quant --features cuda --test cuda_parity -- --ignored nvrtc"]
 fn nvrtc_compiles_every_kernel_for_sm80_sm89_sm90() {
     let archs = [(8, 0), (8, 9), (9, 0)].map(|(major, minor)| ComputeCapability { major, minor });
     // Optionally also fill a PTX cache folder, so a GPU machine without NVRTC can load it.

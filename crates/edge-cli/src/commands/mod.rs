@@ -7,6 +7,7 @@ pub mod bfcl;
 pub mod engine_args;
 pub mod generate;
 pub mod inspect;
+pub mod kernels;
 pub mod quantize;
 mod requests;
 pub mod score;

@@ -1,4 +1,6 @@
-use crate::{CoreError, Result};
+use super::nvrtc::{COMPILE_OPTIONS, CompileTarget, Nvrtc};
+use super::nvrtc_search::NvrtcLocation;
+use crate::{CoreError, KernelSource, Result};
 use std::path::{Path, PathBuf};
 
 /// A GPU architecture, e.g. 9.0 for Hopper (sm_90).
@@ -15,16 +17,33 @@ impl ComputeCapability {
     pub fn compute_name(self) -> String {
         format!("compute_{}{}", self.major, self.minor)
     }
-}
 
-/// A CUDA C++ source compiled at run time. `code` is usually `include_str!` of a file in
-/// the workspace's `kernels/` folder (with any shared header concatenated in front).
-#[derive(Clone, Copy, Debug)]
-pub struct KernelSource {
-    /// A short unique name, used for the module table and the cache file name.
-    pub name: &'static str,
-    /// The full CUDA C++ source.
-    pub code: &'static str,
+    /// The real architecture name, e.g. `sm_90`.
+    pub fn sm_name(self) -> String {
+        format!("sm_{}{}", self.major, self.minor)
+    }
+
+    /// The number NVRTC lists architectures by, e.g. 90 or 110.
+    pub fn number(self) -> u32 {
+        self.major * 10 + self.minor
+    }
+
+    /// Parses `sm_87`, `sm_110`, `compute_90` or a bare `90` (the last digit is the
+    /// minor version); `None` for anything else.
+    pub fn from_sm_name(name: &str) -> Option<Self> {
+        let digits = name
+            .strip_prefix("sm_")
+            .or_else(|| name.strip_prefix("compute_"))
+            .unwrap_or(name);
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        Some(ComputeCapability {
+            major: major.parse().ok()?,
+            minor: minor.parse().ok()?,
+        })
+    }
 }
 
 /// Compiles kernel sources with NVRTC once per (source, architecture) and keeps the PTX
@@ -36,32 +55,30 @@ pub struct KernelSource {
 #[derive(Clone, Debug)]
 pub struct KernelCache {
     dir: Option<PathBuf>,
+    nvrtc: NvrtcLocation,
 }
-
-/// Options every kernel is compiled with. Part of the cache key.
-///
-/// IEEE f32 semantics are spelled out (no flush-to-zero, correctly rounded division and
-/// square root): the quantization kernels must match the CPU byte for byte. NVRTC has no
-/// `--use_fast_math=false` (it rejects any argument to that flag); leaving the flag out
-/// is what turns fast math off.
-const COMPILE_OPTIONS: &[&str] = &[
-    "--std=c++17",
-    "--ftz=false",
-    "--prec-div=true",
-    "--prec-sqrt=true",
-];
 
 impl KernelCache {
     /// A cache that stores compiled PTX under `dir` (created on first write).
     pub fn in_dir(dir: impl Into<PathBuf>) -> Self {
         KernelCache {
             dir: Some(dir.into()),
+            nvrtc: NvrtcLocation::default(),
         }
     }
 
     /// A cache that keeps nothing on disk.
     pub fn disabled() -> Self {
-        KernelCache { dir: None }
+        KernelCache {
+            dir: None,
+            nvrtc: NvrtcLocation::default(),
+        }
+    }
+
+    /// Compiles with the NVRTC found at `location` (default: the conventional places).
+    pub fn with_nvrtc(mut self, location: NvrtcLocation) -> Self {
+        self.nvrtc = location;
+        self
     }
 
     /// The conventional per-user location: `$XDG_CACHE_HOME/edge-llm/kernels`, else
@@ -91,7 +108,12 @@ impl KernelCache {
 
     /// Returns the PTX for `source` on `arch`, compiling with NVRTC on a miss.
     pub fn ptx(&self, source: &KernelSource, arch: ComputeCapability) -> Result<String> {
-        self.ptx_with(source, arch, compile_with_nvrtc)
+        self.ptx_with(source, arch, |source, arch| {
+            let compiled = Nvrtc::shared(&self.nvrtc)?.compile(source, CompileTarget::Ptx(arch))?;
+            String::from_utf8(compiled.bytes).map_err(|_| {
+                CoreError::Cuda(format!("NVRTC's PTX for `{}` is not UTF-8", source.name))
+            })
+        })
     }
 
     /// The cache logic with the compiler injected (tests use a fake compiler).
@@ -147,24 +169,6 @@ fn cache_key(code: &str, arch: ComputeCapability) -> u64 {
     h
 }
 
-fn compile_with_nvrtc(source: &KernelSource, arch: ComputeCapability) -> Result<String> {
-    if !super::nvrtc_available() {
-        return Err(CoreError::DeviceUnavailable(
-            "the NVRTC library (libnvrtc) could not be loaded".into(),
-        ));
-    }
-    let mut options: Vec<String> = COMPILE_OPTIONS.iter().map(|s| s.to_string()).collect();
-    options.push(format!("--gpu-architecture={}", arch.compute_name()));
-    let opts = cudarc::nvrtc::CompileOptions {
-        options,
-        name: Some(format!("{}.cu", source.name)),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source.code, opts)
-        .map_err(|e| CoreError::Cuda(format!("NVRTC failed to compile `{}`: {e}", source.name)))?;
-    Ok(ptx.to_src())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +178,27 @@ mod tests {
         name: "demo",
         code: "extern \"C\" __global__ void k() {}",
     };
+
+    #[test]
+    fn parses_architecture_names() {
+        let parse = ComputeCapability::from_sm_name;
+        assert_eq!(
+            parse("sm_87"),
+            Some(ComputeCapability { major: 8, minor: 7 })
+        );
+        assert_eq!(
+            parse("sm_110"),
+            Some(ComputeCapability {
+                major: 11,
+                minor: 0
+            })
+        );
+        assert_eq!(parse("compute_120").map(|a| a.number()), Some(120));
+        assert_eq!(parse("90").map(|a| a.sm_name()), Some("sm_90".into()));
+        assert_eq!(parse("sm_9"), None);
+        assert_eq!(parse("sm_90a"), None);
+        assert_eq!(parse("gfx90"), None);
+    }
 
     #[test]
     fn key_depends_on_source_and_arch() {

@@ -4,10 +4,19 @@
 //! on machines with neither a CUDA toolkit nor a GPU; [`CudaDevice::new`] reports a
 //! typed [`CoreError::DeviceUnavailable`](crate::CoreError::DeviceUnavailable) when the
 //! libraries or the GPU are missing instead of panicking.
+//!
+//! NVRTC is found by [`NvrtcLocation`] (a CUDA 12 or 13 install, a pip wheel's
+//! `nvidia/cu13`, or the loader's path) and opened by path through [`Nvrtc`], not through
+//! cudarc's fixed list of names.
 
 mod kernel_cache;
+mod nvrtc;
+mod nvrtc_search;
 
-pub use kernel_cache::{ComputeCapability, KernelCache, KernelSource};
+pub use crate::KernelSource;
+pub use kernel_cache::{ComputeCapability, KernelCache};
+pub use nvrtc::{CompileTarget, Compiled, Nvrtc};
+pub use nvrtc_search::{NvrtcCandidate, NvrtcLocation};
 
 use crate::{CoreError, Result};
 pub use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
@@ -42,10 +51,10 @@ pub fn driver_available() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
-/// True when the NVRTC library can be loaded on this machine.
+/// True when an NVRTC library can be loaded from the conventional places
+/// ([`NvrtcLocation::Conventional`]).
 pub fn nvrtc_available() -> bool {
-    // SAFETY: only tries to dlopen the NVRTC library by its known names.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+    Nvrtc::shared(&NvrtcLocation::Conventional).is_ok()
 }
 
 impl CudaDevice {

@@ -22,7 +22,8 @@
 
 mod fp8;
 mod nvfp4;
-pub mod sources;
+/// The kernel sources (the registry, [`crate::kernel_sources`]).
+pub use crate::kernel_sources as sources;
 
 pub use edge_core::cuda::{CudaDevice, CudaSlice};
 pub use fp8::{CudaFp8Tensor, absmax, fp8_dequantize, fp8_quantize, fp8_quantize_bf16};

@@ -1,0 +1,135 @@
+//! The kernel registry: every CUDA C++ source of the workspace, as [`KernelSource`]s.
+//!
+//! [`all_kernel_sources`] is what `edge-llm kernels check` compiles for each
+//! architecture; a new kernel family adds its sources to [`ALL`] (the test
+//! `every_cu_file_is_registered` fails for a `.cu` file under `kernels/` that no
+//! registered source contains). Plain text, so this module and its test exist without
+//! the `cuda` feature; `edge_quant::cuda::sources` is the same module.
+//!
+//! Each source is the shared header
+//! `kernels/common/formats.cuh` concatenated in front of one `.cu` file at compile time
+//! of this crate. The text is therefore part of the binary, and its hash (with the
+//! architecture) keys the on-disk PTX cache: editing a kernel never loads stale PTX.
+
+use edge_core::KernelSource;
+
+/// Builds a [`KernelSource`] whose code is `formats.cuh` followed by `kernels/$file`.
+macro_rules! kernel_source {
+    ($name:literal, $file:literal) => {
+        KernelSource {
+            name: $name,
+            code: concat!(
+                include_str!("../../../kernels/common/formats.cuh"),
+                "\n",
+                include_str!(concat!("../../../kernels/", $file)),
+            ),
+        }
+    };
+}
+
+/// NVFP4 quantization with a given global scale (`kernels/nvfp4/quantize.cu`).
+pub const NVFP4_QUANTIZE: KernelSource =
+    kernel_source!("edge_quant_nvfp4_quantize", "nvfp4/quantize.cu");
+
+/// NVFP4 dequantization to f32 (`kernels/nvfp4/dequantize.cu`).
+pub const NVFP4_DEQUANTIZE: KernelSource =
+    kernel_source!("edge_quant_nvfp4_dequantize", "nvfp4/dequantize.cu");
+
+/// NVFP4 × f32/bf16 GEMV and small-batch GEMM (`kernels/nvfp4/gemv.cu`).
+pub const NVFP4_GEMV: KernelSource = kernel_source!("edge_quant_nvfp4_gemv", "nvfp4/gemv.cu");
+
+/// FP8 E4M3 per-tensor quantize/dequantize and the abs-max reduction
+/// (`kernels/fp8/quantize.cu`).
+pub const FP8_QUANTIZE: KernelSource = kernel_source!("edge_quant_fp8_quantize", "fp8/quantize.cu");
+
+/// Every kernel source of the workspace (for compile checks and cache warm-up).
+pub const ALL: &[KernelSource] = &[NVFP4_QUANTIZE, NVFP4_DEQUANTIZE, NVFP4_GEMV, FP8_QUANTIZE];
+
+/// The registry: every kernel source of the workspace with its name, in a stable order.
+pub fn all_kernel_sources() -> &'static [KernelSource] {
+    ALL
+}
+
+/// The `extern "C"` entry points each source defines, by source name (used by tests to
+/// check that every function the wrappers launch is present in the PTX).
+pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
+    ("edge_quant_nvfp4_quantize", &["eq_nvfp4_quantize_f32"]),
+    ("edge_quant_nvfp4_dequantize", &["eq_nvfp4_dequantize_f32"]),
+    (
+        "edge_quant_nvfp4_gemv",
+        &[
+            "eq_nvfp4_gemv_f32_t1",
+            "eq_nvfp4_gemv_f32_t2",
+            "eq_nvfp4_gemv_f32_t4",
+            "eq_nvfp4_gemm_f32_t8",
+            "eq_nvfp4_gemm_f32_t16",
+            "eq_nvfp4_gemv_bf16_t1",
+            "eq_nvfp4_gemv_bf16_t2",
+            "eq_nvfp4_gemv_bf16_t4",
+            "eq_nvfp4_gemm_bf16_t8",
+            "eq_nvfp4_gemm_bf16_t16",
+        ],
+    ),
+    (
+        "edge_quant_fp8_quantize",
+        &[
+            "eq_fp8_quantize_f32",
+            "eq_fp8_quantize_bf16",
+            "eq_fp8_dequantize_f32",
+            "eq_absmax_f32",
+        ],
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn cu_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                cu_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "cu") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn every_cu_file_is_registered() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+        let mut files = Vec::new();
+        cu_files(&root, &mut files);
+        assert!(
+            files.len() >= ALL.len(),
+            "kernels/ holds {} .cu files",
+            files.len()
+        );
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(
+                all_kernel_sources().iter().any(|s| s.code.contains(&text)),
+                "{} is not in edge_quant::kernel_sources::ALL (add a kernel_source! entry)",
+                file.display()
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_entry_points_listed() {
+        let mut names: Vec<&str> = ALL.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+        for source in ALL {
+            let entries = ENTRY_POINTS.iter().find(|(n, _)| *n == source.name);
+            let (_, functions) = entries.expect("every source lists its entry points");
+            for f in *functions {
+                // Some entry points are macro-generated, so only the name is matched.
+                assert!(source.code.contains(f), "{f} not in {}", source.name);
+            }
+        }
+    }
+}
