@@ -6,7 +6,8 @@
 //!
 //! A conversation is replayed as the MLPerf harness does: the request of each client
 //! turn (a user or tool row) is the system prompt, every recorded row before it and the
-//! turn's own rows, never the model's earlier output.
+//! turn's own rows, never the model's earlier output. The recorded assistant row right
+//! after a client turn is that turn's ground truth ([`Trajectory::answer`]).
 
 use crate::{Result, RuntimeError};
 use serde_json::{Value, json};
@@ -20,7 +21,8 @@ pub struct Trajectory {
     /// The tools offered (OpenAI schemas), if any.
     pub tools: Option<Value>,
     /// Chat messages in order, the system prompt first when there is one; tool rows
-    /// become one `tool` message per result, tool-call arguments are JSON objects.
+    /// become one `tool` message per result. Tool-call arguments stay JSON strings, as
+    /// the harness sends them (checked to be valid JSON when read).
     pub messages: Vec<Value>,
     /// For each client turn, the number of messages its request holds.
     pub request_ends: Vec<usize>,
@@ -30,6 +32,19 @@ impl Trajectory {
     /// The messages of client turn `i`'s request (`i < request_ends.len()`).
     pub fn request(&self, i: usize) -> &[Value] {
         &self.messages[..self.request_ends[i]]
+    }
+
+    /// The recorded assistant message that answered client turn `i`, if the
+    /// conversation has one (the last turn of a conversation may have none).
+    pub fn answer(&self, i: usize) -> Option<&Value> {
+        self.messages
+            .get(self.request_ends[i])
+            .filter(|m| m["role"] == "assistant")
+    }
+
+    /// The number of client turns (requests).
+    pub fn turns(&self) -> usize {
+        self.request_ends.len()
     }
 }
 
@@ -117,7 +132,8 @@ fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajecto
     Ok(t)
 }
 
-/// An assistant row as a chat message, its tool calls' JSON-string arguments parsed.
+/// An assistant row as a chat message; its tool calls' arguments must be JSON (a
+/// string holding a JSON object, or an object, which is turned into its string).
 fn assistant(row: &Value) -> std::result::Result<Value, String> {
     let mut m = json!({"role": "assistant"});
     for key in ["content", "reasoning_content"] {
@@ -130,9 +146,15 @@ fn assistant(row: &Value) -> std::result::Result<Value, String> {
             .iter()
             .map(|c| {
                 let mut c = c.clone();
-                if let Some(args) = c["function"]["arguments"].as_str() {
-                    c["function"]["arguments"] = serde_json::from_str(args)
-                        .map_err(|e| format!("tool-call arguments are not JSON: {e}"))?;
+                match &c["function"]["arguments"] {
+                    Value::String(args) => {
+                        serde_json::from_str::<Value>(args)
+                            .map_err(|e| format!("tool-call arguments are not JSON: {e}"))?;
+                    }
+                    Value::Object(_) => {
+                        c["function"]["arguments"] = json!(c["function"]["arguments"].to_string())
+                    }
+                    _ => return Err("a tool call without arguments".into()),
                 }
                 Ok(c)
             })
@@ -166,11 +188,84 @@ mod tests {
         assert_eq!(a.request_ends, vec![2, 4]);
         assert_eq!(a.request(0)[0]["role"], "system");
         assert_eq!(
-            a.messages[2]["tool_calls"][0]["function"]["arguments"]["command"],
-            "ls"
+            a.messages[2]["tool_calls"][0]["function"]["arguments"],
+            r#"{"command": "ls"}"#
         );
+        assert_eq!(a.answer(0).unwrap()["reasoning_content"], "look");
+        assert!(a.answer(1).is_none());
         assert_eq!(a.messages[3]["role"], "tool");
         assert!(a.tools.is_some());
         assert_eq!(t[1].request(0).len(), 1);
+    }
+
+    /// The committed synthetic trajectory file (`tests/data/agentic_synthetic.jsonl`,
+    /// the MLCommons format): requests are the recorded history up to each client
+    /// turn, never anything generated.
+    #[test]
+    fn synthetic_file_replays_as_the_harness_does() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agentic_synthetic.jsonl");
+        let t = read_trajectories(&path).unwrap();
+        assert_eq!(t.len(), 2);
+        let a = &t[0];
+        assert_eq!(a.id, "synthetic__demo-1");
+        assert_eq!(a.turns(), 5);
+        // system, user | assistant, tool | assistant, tool | assistant, tool, tool |
+        // assistant, tool
+        assert_eq!(a.request_ends, vec![2, 4, 6, 9, 11]);
+        let roles = |r: &[Value]| -> Vec<String> {
+            r.iter()
+                .map(|m| m["role"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(roles(a.request(0)), ["system", "user"]);
+        assert_eq!(
+            roles(a.request(3)),
+            [
+                "system",
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+                "tool",
+                "assistant",
+                "tool",
+                "tool"
+            ]
+        );
+        // Each request extends the one before with the recorded answer and results.
+        for i in 1..a.turns() {
+            assert_eq!(a.request(i)[..a.request_ends[i - 1]], *a.request(i - 1));
+            let answer = a.answer(i - 1).unwrap();
+            assert_eq!(a.request(i)[a.request_ends[i - 1]], *answer);
+            assert!(answer.get("content").is_none());
+            let args = answer["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .unwrap();
+            assert!(serde_json::from_str::<Value>(args).unwrap()["command"].is_string());
+        }
+        assert_eq!(
+            a.answer(2).unwrap()["tool_calls"].as_array().unwrap().len(),
+            2
+        );
+        assert_eq!(a.request(3)[8]["tool_call_id"], "functions.bash:4");
+        assert!(a.answer(4).is_none());
+        assert_eq!(a.tools.as_ref().unwrap()[0]["function"]["name"], "bash");
+        assert_eq!(t[1].turns(), 3);
+        assert!(t[1].answer(2).is_some());
+    }
+
+    #[test]
+    fn malformed_rows_are_errors_naming_the_line() {
+        let dir = std::env::temp_dir().join(format!("edge-agentic-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.jsonl");
+        std::fs::write(&path, "{\"conversation_id\":\"a\",\"turn\":1,\"role\":\"user\",\"content\":\"x\"}\nnot json\n").unwrap();
+        let e = read_trajectories(&path).unwrap_err().to_string();
+        assert!(e.contains("bad.jsonl:2"), "{e}");
+        std::fs::write(&path, r#"{"conversation_id":"a","turn":1,"role":"robot"}"#).unwrap();
+        let e = read_trajectories(&path).unwrap_err().to_string();
+        assert!(e.contains("unknown role"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(read_trajectories(&dir.join("missing.jsonl")).is_err());
     }
 }

@@ -16,6 +16,15 @@ pub struct ApiError {
     pub param: Option<String>,
 }
 
+impl std::fmt::Display for ApiError {
+    /// `message (HTTP status)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (HTTP {})", self.message, self.status.as_u16())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
 impl ApiError {
     /// A 400 about the request (optionally naming the parameter at fault).
     pub fn bad_request(message: impl Into<String>, param: Option<&str>) -> Self {

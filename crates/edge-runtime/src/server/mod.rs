@@ -6,6 +6,9 @@
 //! its request. Errors are OpenAI-style `{"error": {...}}` bodies (400 bad request,
 //! 404 unknown route, 413 body too large, 429 queue full, 503 shutting down).
 //!
+//! [`in_process::chat_completion`] runs a chat request body through the same path
+//! without HTTP.
+//!
 //! `tool_choice` `"required"` or naming a function renders the tools (only the named
 //! one) into the prompt; the model is not constrained to call one. With `"none"` the
 //! tools are left out of the prompt; a call the model writes anyway is still parsed
@@ -14,6 +17,7 @@
 mod chat;
 mod errors;
 mod handlers;
+pub mod in_process;
 mod logprobs;
 mod metrics;
 mod stream;
@@ -21,6 +25,7 @@ mod worker;
 
 pub use errors::ApiError;
 pub use metrics::Metrics;
+pub use worker::Summary;
 
 use crate::{ChatTemplate, EngineHandle, Result, RuntimeError, Tokenizer};
 use axum::Router;
@@ -129,6 +134,11 @@ impl ServerState {
     /// The engine handle.
     pub fn handle(&self) -> &Arc<EngineHandle> {
         &self.inner.handle
+    }
+
+    /// The model name the API reports.
+    pub fn model_name(&self) -> &str {
+        &self.inner.model_name
     }
 }
 

@@ -3,7 +3,8 @@
 //! applies the stop strings and the tool-call parser, and sends [`Piece`]s over a
 //! tokio channel. When the receiver is dropped (the client went away, or a stop
 //! string ended the reply) the thread drops the request stream, which cancels the
-//! request and frees its pages.
+//! request and frees its pages. [`super::in_process`] runs the same loop on the
+//! caller's thread, with a callback in place of the channel.
 
 use super::ServerState;
 use super::chat::{GenParams, Prompt};
@@ -12,6 +13,7 @@ use super::logprobs::LogprobEntry;
 use crate::tool_calls::{Delta, ToolCallFormat, ToolCallParser, prompt_opens_reasoning};
 use crate::{Event, GenerateRequest, RequestStream, StopReason};
 use axum::http::StatusCode;
+use edge_spec::SpecStats;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -41,31 +43,45 @@ pub struct Summary {
     /// Prompt tokens restored from the prefix cache (0 when a stop string ended the
     /// reply: the cancelled request reports no count).
     pub cached_tokens: usize,
+    /// Speculation counters, when the reply was speculated (and not cut by a stop
+    /// string).
+    pub speculation: Option<SpecStats>,
 }
 
 impl Summary {
-    /// The OpenAI `usage` object.
+    /// The OpenAI `usage` object. A speculated reply adds edge-llm's own
+    /// `speculation` object (`target_forwards`, `drafted`, `accepted`,
+    /// `mean_accepted`: tokens per target forward), which OpenAI clients ignore.
     pub fn usage(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut u = serde_json::json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-        })
+        });
+        if let Some(s) = self.speculation {
+            u["speculation"] = serde_json::json!({
+                "target_forwards": s.target_forwards,
+                "drafted": s.drafted,
+                "accepted": s.accepted,
+                "mean_accepted": s.mean_accepted(),
+            });
+        }
+        u
     }
 }
 
-/// Submits the prompt and starts the worker; queue-full and shut-down engines are
-/// refused here, before any response is sent.
-pub fn start(
+/// Submits the prompt to the engine; queue-full and shut-down engines are refused
+/// here, before any response is sent.
+pub fn submit(
     state: &ServerState,
-    prompt: Prompt,
+    prompt: &Prompt,
     params: &GenParams,
-) -> Result<mpsc::Receiver<Piece>, ApiError> {
+) -> Result<RequestStream, ApiError> {
     let inner = &state.inner;
     let remaining = inner.context_len.saturating_sub(prompt.ids.len());
     let max_new_tokens = params.max_tokens.unwrap_or(remaining).min(remaining);
-    let stream = inner.handle.submit(GenerateRequest {
+    Ok(inner.handle.submit(GenerateRequest {
         prompt: prompt.ids.clone(),
         reuse_points: prompt.reuse_points.clone(),
         max_new_tokens,
@@ -73,11 +89,24 @@ pub fn start(
         stop_tokens: inner.eos.clone(),
         logprobs: params.logprobs,
         ..GenerateRequest::default()
-    })?;
+    })?)
+}
+
+/// Submits the prompt and starts the worker on a blocking thread.
+pub fn start(
+    state: &ServerState,
+    prompt: Prompt,
+    params: &GenParams,
+) -> Result<mpsc::Receiver<Piece>, ApiError> {
+    let stream = submit(state, &prompt, params)?;
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
     let stops = params.stop.clone();
-    tokio::task::spawn_blocking(move || run(&state, stream, &prompt, &stops, &tx));
+    tokio::task::spawn_blocking(move || {
+        run(&state, stream, &prompt, &stops, &mut |p| {
+            tx.blocking_send(p).is_ok()
+        })
+    });
     Ok(rx)
 }
 
@@ -141,15 +170,19 @@ impl Splitter {
     }
 }
 
-fn run(
+/// Reads the request's events to the end, handing each [`Piece`] to `send`; `send`
+/// returning `false` (nobody listens any more) stops it, which drops the stream and
+/// so cancels the request.
+pub fn run(
     state: &ServerState,
     stream: RequestStream,
     prompt: &Prompt,
     stops: &[String],
-    tx: &mpsc::Sender<Piece>,
+    send: &mut dyn FnMut(Piece) -> bool,
 ) {
     let inner = &state.inner;
-    let send = |p: Piece| tx.blocking_send(p).is_ok();
+    let send = std::cell::RefCell::new(send);
+    let send = |p: Piece| (send.borrow_mut())(p);
     let send_all = |ds: Vec<Delta>| ds.into_iter().all(|d| send(Piece::Delta(d)));
     let format = inner
         .template
@@ -220,6 +253,7 @@ fn run(
                         prompt_tokens: prompt.ids.len(),
                         completion_tokens: generated,
                         cached_tokens: 0,
+                        speculation: None,
                     }));
                     return;
                 }
@@ -246,6 +280,7 @@ fn run(
                     prompt_tokens: out.prompt_tokens,
                     completion_tokens: out.tokens.len(),
                     cached_tokens: out.cached_tokens,
+                    speculation: out.speculation,
                 }));
                 return;
             }
