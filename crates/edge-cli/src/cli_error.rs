@@ -41,6 +41,9 @@ pub enum CliError {
         /// How many were tried.
         total: usize,
     },
+    /// From a chat backend (`bench agentic`: an endpoint or the in-process engine).
+    #[error(transparent)]
+    Client(#[from] crate::commands::agentic::client::ClientError),
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {

@@ -37,7 +37,8 @@ enum Command {
     /// Serve an OpenAI-compatible HTTP API (chat and text completions, tool calls,
     /// streaming) on 127.0.0.1:8000 by default.
     Serve(commands::serve::ServeArgs),
-    /// Benchmarks: prefill/decode speed against the memory-bandwidth bound.
+    /// Benchmarks: prefill/decode speed against the memory-bandwidth bound, and the
+    /// MLPerf Edge Agentic replay.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
     /// CUDA kernels: `check` compiles every kernel with NVRTC for each architecture.

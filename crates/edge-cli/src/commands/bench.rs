@@ -1,5 +1,6 @@
 //! `edge-llm bench`: end-to-end speed of prefill and decode, beside the memory
-//! bandwidth bound; and `bench synth` to write the random benchmark model.
+//! bandwidth bound; `bench synth` to write the random benchmark model; `bench agentic`
+//! (in [`super::agentic`]) to replay the MLPerf Edge Agentic workload.
 
 use super::bench_verify::median;
 use super::engine_args::EngineArgs;
@@ -25,6 +26,9 @@ pub enum BenchCommand {
     Verify(super::bench_verify::VerifyArgs),
     /// BFCL v4 single-turn function-calling accuracy (AST checker, MLPerf's scoring).
     Bfcl(super::bfcl::BfclArgs),
+    /// Replay the MLPerf Edge Agentic conversations (single stream, in-process or
+    /// against an endpoint): TTFT, TPOT, throughput, cache reuse, acceptance, IoU.
+    Agentic(super::agentic::AgenticArgs),
 }
 
 /// Flags of `bench decode`.
@@ -98,6 +102,7 @@ pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
         BenchCommand::Decode(a) => decode(a),
         BenchCommand::Verify(a) => super::bench_verify::run(a),
         BenchCommand::Bfcl(a) => super::bfcl::command(a),
+        BenchCommand::Agentic(a) => super::agentic::run(a),
     }
 }
 

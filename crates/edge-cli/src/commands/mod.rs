@@ -1,5 +1,6 @@
 //! One module per subcommand, plus shared helpers.
 
+pub mod agentic;
 pub mod bench;
 pub mod bench_streams;
 pub mod bench_verify;

@@ -50,6 +50,47 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let state = server_state(&StateArgs {
+        model: a.model.clone(),
+        act_quant: a.act_quant,
+        engine: a.engine.clone(),
+        max_sequences: a.max_sequences,
+        queue: a.queue,
+        served_model_name: a.served_model_name.clone(),
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Usage(format!("cannot start the async runtime: {e}")))?;
+    let config = ServerConfig {
+        host: a.host,
+        port: a.port,
+        body_limit: a.body_limit,
+    };
+    runtime.block_on(serve(config, state))?;
+    Ok(())
+}
+
+/// What the server's state is built from (the flags of `serve` that shape the engine).
+#[derive(Clone, Debug)]
+pub struct StateArgs {
+    /// Model directory (`None`: the embedded demo model).
+    pub model: Option<PathBuf>,
+    /// Linear-layer activations.
+    pub act_quant: ActivationMode,
+    /// Engine and cache settings.
+    pub engine: EngineArgs,
+    /// Requests decoding or prefilling at once.
+    pub max_sequences: Option<usize>,
+    /// Requests that may wait.
+    pub queue: Option<usize>,
+    /// The model name the API reports.
+    pub served_model_name: Option<String>,
+}
+
+/// The engine, tokenizer and template `serve` runs on, started; `bench agentic`
+/// in-process uses the same state so its prompts and engine match the server's.
+pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
     if a.max_sequences == Some(0) {
         return Err(CliError::Usage("--max-sequences must be at least 1".into()));
     }
@@ -85,23 +126,12 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         builder = builder.queue(n);
     }
     let handle = Arc::new(builder.spawn()?);
-    let state = ServerState::new(
+    Ok(ServerState::new(
         handle,
         Arc::new(tokenizer),
         Arc::new(template),
         name,
         context,
         eos,
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Usage(format!("cannot start the async runtime: {e}")))?;
-    let config = ServerConfig {
-        host: a.host,
-        port: a.port,
-        body_limit: a.body_limit,
-    };
-    runtime.block_on(serve(config, state))?;
-    Ok(())
+    ))
 }

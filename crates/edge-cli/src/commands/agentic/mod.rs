@@ -1,0 +1,221 @@
+//! `edge-llm bench agentic`: the MLPerf Edge Agentic replay. Recorded agent
+//! conversations (MLCommons JSONL) are replayed turn by turn, single stream, exactly
+//! as the harness sends them, in-process or against any OpenAI-compatible endpoint;
+//! it reports TTFT, TPOT, latency, throughput, prompt-cache reuse, speculative
+//! acceptance and the harness's inline IoU score, as a table, a JSON report and an
+//! SVG chart. `--compare A.json B.json` draws two reports on one chart.
+
+pub mod client;
+mod iou;
+mod metrics;
+mod plot;
+mod replay;
+mod report;
+
+use super::engine_args::EngineArgs;
+use super::serve::{StateArgs, server_state};
+use crate::cli_error::CliError;
+use clap::Args;
+use client::{ChatBackend, Endpoint, InProcess};
+use edge_model::ActivationMode;
+use edge_runtime::agentic::read_trajectories;
+use indicatif::{ProgressBar, ProgressStyle};
+use plot::Series;
+use report::{Report, RunInfo};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Flags of `bench agentic`.
+#[derive(Args, Debug)]
+pub struct AgenticArgs {
+    /// The conversations: MLCommons Edge Agentic JSONL
+    /// (`examples/11_Edge_Agentic_Example/agentic_coding_2.5h.jsonl` of
+    /// github.com/mlcommons/endpoints).
+    #[arg(long, required_unless_present = "compare")]
+    pub dataset: Option<PathBuf>,
+    /// Model directory for the in-process engine (default: the embedded demo model).
+    #[arg(long, conflicts_with = "endpoint")]
+    pub model: Option<PathBuf>,
+    /// Measure an OpenAI-compatible server instead: its base URL (`http://host:port`,
+    /// `…/v1` or the full `…/v1/chat/completions`). The engine flags are then unused.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The `model` field sent (default: the endpoint's first `/v1/models` entry, or
+    /// the in-process model's name).
+    #[arg(long)]
+    pub model_name: Option<String>,
+    /// Conversations to replay, from the first (default: all).
+    #[arg(long)]
+    pub conversations: Option<usize>,
+    /// Client turns per conversation at most (default: all).
+    #[arg(long)]
+    pub max_turns: Option<usize>,
+    /// `max_completion_tokens` of every request.
+    #[arg(long, default_value_t = 1024)]
+    pub max_new_tokens: usize,
+    /// Write the JSON report here, and the chart beside it (same stem, `.svg`).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Compare two reports: print them side by side and draw them on one chart.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub compare: Option<Vec<PathBuf>>,
+    /// Where to write the chart (default: beside the report; for `--compare`,
+    /// `A_vs_B.svg` beside A).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Linear-layer activations of the in-process engine (see `generate`).
+    #[arg(long, default_value = "auto")]
+    pub act_quant: ActivationMode,
+    /// Engine and cache settings of the in-process engine.
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Runs `bench agentic`.
+pub fn run(a: AgenticArgs) -> Result<(), CliError> {
+    if let Some(pair) = &a.compare {
+        return compare(&pair[0], &pair[1], a.plot.as_deref());
+    }
+    let dataset = a
+        .dataset
+        .as_deref()
+        .ok_or_else(|| CliError::Usage("--dataset is required".into()))?;
+    if a.max_new_tokens == 0 {
+        return Err(CliError::Usage(
+            "--max-new-tokens must be at least 1".into(),
+        ));
+    }
+    let all = read_trajectories(dataset)?;
+    let count = a.conversations.unwrap_or(all.len()).min(all.len());
+    let selected: Vec<_> = all[..count]
+        .iter()
+        .map(|t| (t, a.max_turns.unwrap_or(usize::MAX).min(t.turns())))
+        .collect();
+    let expected: usize = selected.iter().map(|(_, n)| n).sum();
+    if expected == 0 {
+        return Err(CliError::Usage(format!(
+            "{} holds no turns to replay",
+            dataset.display()
+        )));
+    }
+
+    let mut endpoint_url = None;
+    let (mut backend, model): (Box<dyn ChatBackend>, String) = match &a.endpoint {
+        Some(url) => {
+            let e = Endpoint::new(url)?;
+            endpoint_url = Some(e.url().to_string());
+            let name = a
+                .model_name
+                .clone()
+                .or_else(|| e.served_model())
+                .unwrap_or_else(|| "default".into());
+            (Box::new(e), name)
+        }
+        None => {
+            let state = server_state(&StateArgs {
+                model: a.model.clone(),
+                act_quant: a.act_quant,
+                engine: a.engine.clone(),
+                max_sequences: None,
+                queue: None,
+                served_model_name: None,
+            })?;
+            let name = a
+                .model_name
+                .clone()
+                .unwrap_or(state.model_name().to_string());
+            (Box::new(InProcess::new(state)), name)
+        }
+    };
+
+    let bar = ProgressBar::new(expected as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:40}] {pos}/{len} turns (eta {eta}) {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let started = Instant::now();
+    let (turns, error) = replay::replay(
+        backend.as_mut(),
+        &selected,
+        &model,
+        a.max_new_tokens,
+        &mut |t| {
+            bar.inc(1);
+            let ttft = t.ttft_ms.map_or("-".into(), |v| format!("{v:.0} ms"));
+            bar.set_message(format!("{} TTFT {ttft}", t.conversation));
+        },
+    );
+    let duration = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    let info = RunInfo {
+        mode: backend.mode().to_string(),
+        model,
+        endpoint: endpoint_url,
+        dataset: dataset.display().to_string(),
+        conversations: count,
+        max_new_tokens: a.max_new_tokens,
+        turns_expected: expected,
+    };
+    let mut report = Report::new(info, turns, duration, backend.reconnects());
+    report.error = error.as_ref().map(ToString::to_string);
+    println!("{}", report::table(&[(report.mode.as_str(), &report)]));
+    if let Some(path) = &a.report {
+        report.write(path)?;
+        let svg = a.plot.clone().unwrap_or_else(|| path.with_extension("svg"));
+        let series = [Series {
+            label: &report.mode,
+            turns: &report.turns,
+        }];
+        plot::write(&svg, &series)?;
+        eprintln!("wrote {} and {}", path.display(), svg.display());
+    } else if let Some(svg) = &a.plot {
+        plot::write(
+            svg,
+            &[Series {
+                label: &report.mode,
+                turns: &report.turns,
+            }],
+        )?;
+        eprintln!("wrote {}", svg.display());
+    }
+    match error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// `--compare A B`: both reports side by side, and on one chart.
+fn compare(a: &Path, b: &Path, plot_path: Option<&Path>) -> Result<(), CliError> {
+    let (ra, rb) = (Report::read(a)?, Report::read(b)?);
+    let stem = |p: &Path| {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let (mut la, mut lb) = (stem(a), stem(b));
+    if la == lb {
+        la = format!("A {la}");
+        lb = format!("B {lb}");
+    }
+    println!("{}", report::table(&[(&la, &ra), (&lb, &rb)]));
+    let svg = plot_path
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| a.with_file_name(format!("{}_vs_{}.svg", stem(a), stem(b))));
+    plot::write(
+        &svg,
+        &[
+            Series {
+                label: &la,
+                turns: &ra.turns,
+            },
+            Series {
+                label: &lb,
+                turns: &rb.turns,
+            },
+        ],
+    )?;
+    eprintln!("wrote {}", svg.display());
+    Ok(())
+}
