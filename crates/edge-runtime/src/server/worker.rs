@@ -181,6 +181,7 @@ pub fn run(
     send: &mut dyn FnMut(Piece) -> bool,
 ) {
     let inner = &state.inner;
+    // `send_all` and the direct sends below share the one callback.
     let send = std::cell::RefCell::new(send);
     let send = |p: Piece| (send.borrow_mut())(p);
     let send_all = |ds: Vec<Delta>| ds.into_iter().all(|d| send(Piece::Delta(d)));

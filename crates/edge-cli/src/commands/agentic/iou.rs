@@ -3,8 +3,9 @@
 //! recorded answer's.
 //!
 //! Normalisation, as the harness does it:
-//! - only calls whose function name is exactly `bash`; the arguments (a JSON string)
-//!   give the command as `command`, else `cmd`;
+//! - only calls whose function name is exactly `bash`; the arguments (a JSON string
+//!   holding an object) give the command as `command`, else (Python's `or`: when
+//!   `command` is missing or falsy) `cmd`;
 //! - quoted spans (`'…'` without escapes, `"…"` with backslash escapes, `` `…` ``)
 //!   become a space;
 //! - stages split on `||`, `|`, `&&`, `;` and newline, each stage on whitespace;
@@ -15,7 +16,13 @@
 //!
 //! A turn scores Σ min(count) ÷ Σ max(count) over the two multisets; a turn whose
 //! recorded answer has no action is not scored, a scored turn with no model action
-//! scores 0.
+//! scores 0. (The harness scores `sim_N` "workflow" conversations by intent codes
+//! instead; the Edge coding data has none, so that rule is not ported.)
+//!
+//! Checked against the scorer's source (mlcommons/endpoints,
+//! `src/inference_endpoint/evaluation/scoring.py`): its regexes are
+//! `` '[^']*'|"(?:[^"\\]|\\.)*"|`[^`]*` `` for quotes, `\|\||\||&&|;|\n` for stages,
+//! `^[A-Za-z_][A-Za-z0-9_]*=` for assignments and `\.\d+(\.\d+)?$` for versions.
 
 use std::collections::BTreeMap;
 
@@ -101,6 +108,8 @@ fn blank_quotes(text: &str) -> String {
                 loop {
                     match chars.get(j) {
                         None => break None,
+                        // Python's `\\.` does not match a newline: no closing quote.
+                        Some('\\') if chars.get(j + 1) == Some(&'\n') => break None,
                         Some('\\') => j += 2,
                         Some('"') => break Some(j),
                         Some(_) => j += 1,
@@ -121,6 +130,12 @@ fn blank_quotes(text: &str) -> String {
         }
     }
     out
+}
+
+/// Whitespace as Python's `str.split()` sees it: Unicode white space plus the
+/// information separators U+001C..U+001F.
+fn is_py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
 /// `name=` at the start of a token.
@@ -161,7 +176,8 @@ pub fn command_actions(command: &str) -> Vec<&'static str> {
     // between two bars) cuts the same stages.
     for stage in text.split(['|', ';', '\n']).flat_map(|s| s.split("&&")) {
         let mut tokens = stage
-            .split_whitespace()
+            .split(is_py_space)
+            .filter(|t| !t.is_empty())
             .skip_while(|t| is_assignment(t) || WRAPPERS.contains(t));
         if let Some(first) = tokens.next() {
             let exe = executable(first);
@@ -183,7 +199,20 @@ pub fn call_actions<'a>(calls: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
         let Ok(args) = serde_json::from_str::<serde_json::Value>(arguments) else {
             continue;
         };
-        let command = args.get("command").or_else(|| args.get("cmd"));
+        // Python's `args.get("command") or args.get("cmd")`: a falsy `command`
+        // (missing, null, "", 0, false, [] or {}) falls back to `cmd`.
+        let truthy = |v: &&serde_json::Value| match v {
+            serde_json::Value::Null => false,
+            serde_json::Value::Bool(b) => *b,
+            serde_json::Value::Number(n) => n.as_f64() != Some(0.0),
+            serde_json::Value::String(s) => !s.is_empty(),
+            serde_json::Value::Array(a) => !a.is_empty(),
+            serde_json::Value::Object(o) => !o.is_empty(),
+        };
+        let command = args
+            .get("command")
+            .filter(truthy)
+            .or_else(|| args.get("cmd"));
         if let Some(c) = command.and_then(|c| c.as_str()) {
             actions.extend(command_actions(c));
         }
@@ -248,8 +277,13 @@ mod tests {
             ["python", "tail"]
         );
         assert_eq!(command_actions("echo `ls | wc`; git status"), ["git"]);
-        // An unclosed quote is left as is.
+        // An unclosed quote is left as is; so is a double quote whose escape is a
+        // backslash-newline (Python's `.` stops at newlines).
         assert_eq!(command_actions("grep 'oops | sed s"), ["grep", "sed"]);
+        // (`ls"` keeps its quote, so it is no executable.)
+        assert_eq!(command_actions("echo \"a\\\nls\" | wc"), ["wc"]);
+        // Tabs and Python's other separators split tokens.
+        assert_eq!(command_actions("\tsudo\u{1f}git\tstatus"), ["git"]);
     }
 
     #[test]
@@ -289,9 +323,11 @@ mod tests {
             ("bash", r#"{"cmd": "cat x"}"#),
             ("shell", r#"{"command": "rm x"}"#),
             ("bash", "not json"),
-            ("bash", r#"{"command": 3}"#),
+            ("bash", r#"{"command": 3, "cmd": "rm x"}"#),
+            ("bash", r#"{"command": "", "cmd": "head x"}"#),
+            ("bash", r#"["ls"]"#),
         ];
-        assert_eq!(call_actions(calls), ["ls", "git", "cat"]);
+        assert_eq!(call_actions(calls), ["ls", "git", "cat", "head"]);
     }
 
     #[test]

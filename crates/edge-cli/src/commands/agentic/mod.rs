@@ -160,7 +160,7 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
     };
     let mut report = Report::new(info, turns, duration, backend.reconnects());
     report.error = error.as_ref().map(ToString::to_string);
-    println!("{}", report::table(&[(report.mode.as_str(), &report)]));
+    print(&report::table(&[(report.mode.as_str(), &report)]));
     if let Some(path) = &a.report {
         report.write(path)?;
         let svg = a.plot.clone().unwrap_or_else(|| path.with_extension("svg"));
@@ -186,6 +186,12 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
     }
 }
 
+/// Prints the table; a closed stdout (`| head`) is not an error worth a panic.
+fn print(table: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{table}");
+}
+
 /// `--compare A B`: both reports side by side, and on one chart.
 fn compare(a: &Path, b: &Path, plot_path: Option<&Path>) -> Result<(), CliError> {
     let (ra, rb) = (Report::read(a)?, Report::read(b)?);
@@ -199,7 +205,7 @@ fn compare(a: &Path, b: &Path, plot_path: Option<&Path>) -> Result<(), CliError>
         la = format!("A {la}");
         lb = format!("B {lb}");
     }
-    println!("{}", report::table(&[(&la, &ra), (&lb, &rb)]));
+    print(&report::table(&[(&la, &ra), (&lb, &rb)]));
     let svg = plot_path
         .map(Path::to_path_buf)
         .unwrap_or_else(|| a.with_file_name(format!("{}_vs_{}.svg", stem(a), stem(b))));

@@ -26,7 +26,7 @@ const COLOURS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
 /// A round axis maximum at or above `x` (1, 2 or 5 times a power of ten).
 fn nice_max(x: f64) -> f64 {
-    if !(x > 0.0) {
+    if x.is_nan() || x <= 0.0 {
         return 1.0;
     }
     let p = 10f64.powf(x.log10().floor());
@@ -43,7 +43,8 @@ fn label(v: f64) -> String {
     } else if v.fract() == 0.0 {
         format!("{v}")
     } else {
-        format!("{v:.1}")
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').to_string()
     }
 }
 
@@ -83,8 +84,12 @@ impl Panel<'_> {
                 self.top
             );
         }
-        for k in 0..=4 {
-            let v = self.y_min + (self.y_max - self.y_min) * k as f64 / 4.0;
+        // Round steps: a maximum of 2·10^k in quarters, 1 or 5·10^k in fifths.
+        let span = self.y_max - self.y_min;
+        let lead = span / 10f64.powf(span.log10().floor());
+        let steps = if (lead - 2.0).abs() < 1e-9 { 4 } else { 5 };
+        for k in 0..=steps {
+            let v = self.y_min + span * k as f64 / steps as f64;
             let y = self.y(v);
             let _ = writeln!(
                 out,

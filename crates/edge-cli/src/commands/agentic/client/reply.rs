@@ -126,13 +126,18 @@ impl ReplyBuilder {
 
     /// The finished reply, its latency measured now.
     pub fn finish(mut self) -> ChatReply {
-        let ms = |t: Instant| (t - self.issued).as_secs_f64() * 1e3;
-        self.reply.latency_ms = ms(Instant::now());
-        self.reply.ttft_ms = self.first.map(ms);
+        let issued = self.issued;
+        self.reply.latency_ms = ms_since(issued, Instant::now());
+        self.reply.ttft_ms = self.first.map(|t| ms_since(issued, t));
         self.calls.sort_by_key(|(i, _)| *i);
         self.reply.tool_calls = self.calls.into_iter().map(|(_, c)| c).collect();
         self.reply
     }
+}
+
+/// Milliseconds from `from` to `to`.
+fn ms_since(from: Instant, to: Instant) -> f64 {
+    (to - from).as_secs_f64() * 1e3
 }
 
 #[cfg(test)]
