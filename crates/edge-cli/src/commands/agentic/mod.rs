@@ -94,8 +94,10 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
     let expected: usize = selected.iter().map(|(_, n)| n).sum();
     if expected == 0 {
         return Err(CliError::Usage(format!(
-            "{} holds no turns to replay",
-            dataset.display()
+            "no turns to replay: {} holds {} conversations, and --conversations and \
+             --max-turns select none of their turns",
+            dataset.display(),
+            all.len()
         )));
     }
 
