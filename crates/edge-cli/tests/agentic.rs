@@ -45,7 +45,7 @@ fn ok(o: &Output) {
 /// a thread so it never blocks on a full pipe).
 fn serve() -> (std::process::Child, String) {
     let mut child = bin()
-        .args(["serve", "--port", "0"])
+        .args(["serve", "--port", "0", "--spec", "tree"])
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -73,7 +73,9 @@ fn serve() -> (std::process::Child, String) {
 fn in_process_and_endpoint_replays_agree() {
     let dir = scratch("modes");
     let (local, remote) = (dir.join("in.json"), dir.join("ep.json"));
-    let o = bench(&["--report", local.to_str().unwrap()]);
+    // Tree speculation in both, so acceptance is reported in-process and through
+    // `usage.speculation` over HTTP.
+    let o = bench(&["--spec", "tree", "--report", local.to_str().unwrap()]);
     ok(&o);
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -116,6 +118,12 @@ fn in_process_and_endpoint_replays_agree() {
     assert_eq!(figures(&a, "output_tokens"), figures(&b, "output_tokens"));
     assert_eq!(a["prompt_tokens"], b["prompt_tokens"]);
     assert_eq!(a["hot_cache_ratio"], b["hot_cache_ratio"]);
+    assert_eq!(
+        figures(&a, "target_forwards"),
+        figures(&b, "target_forwards")
+    );
+    assert!(a["mean_accepted"].as_f64().unwrap() >= 1.0, "{a}");
+    assert_eq!(a["mean_accepted"], b["mean_accepted"]);
     // Each turn extends the one before, so most of every later prompt is reused.
     assert!(a["hot_cache_ratio"].as_f64().unwrap() > 0.5, "{a}");
     assert!(dir.join("in.svg").exists() && dir.join("ep.svg").exists());
