@@ -87,7 +87,7 @@ fn recorded_answers_are_scored_with_reasons() {
 }
 
 #[test]
-fn unwired_backends_and_bad_data_are_errors() {
+fn unreachable_endpoints_and_bad_data_are_errors() {
     let o = bin()
         .args([
             "bench",
@@ -100,7 +100,7 @@ fn unwired_backends_and_bad_data_are_errors() {
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no answering backend"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot reach"));
     let o = bin()
         .args([
             "bench",
@@ -113,4 +113,30 @@ fn unwired_backends_and_bad_data_are_errors() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("BFCL_v4_simple_python.json"));
+}
+
+#[test]
+fn the_embedded_model_answers_in_process() {
+    let report = tmp("model.json");
+    let o = bin()
+        .args(["bench", "bfcl", "--data", &data(), "--categories"])
+        .args([
+            "simple_python,irrelevance",
+            "--limit",
+            "2",
+            "--max-new-tokens",
+            "48",
+        ])
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    std::fs::remove_file(&report).unwrap();
+    assert_eq!(r["total_samples"], 4);
+    // Every entry got an answer from the model (right or wrong), none a backend error.
+    for s in r["samples"].as_array().unwrap() {
+        assert_ne!(s["kind"], "no_answer", "{s}");
+    }
 }

@@ -17,6 +17,18 @@ pub mod serve;
 use crate::cli_error::CliError;
 use std::path::Path;
 
+/// A progress bar over `len` items called `unit` (`turns`, `entries`), with elapsed
+/// time, ETA and a message slot.
+pub fn progress_bar(len: usize, unit: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len as u64);
+    let template =
+        format!("{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} (eta {{eta}}) {{msg}}");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
 /// Parses `--prompt-ids 1,2,3`.
 pub fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
     text.split(',')

@@ -12,14 +12,10 @@ mod plot;
 mod replay;
 mod report;
 
-use super::engine_args::EngineArgs;
-use super::serve::{StateArgs, server_state};
 use crate::cli_error::CliError;
 use clap::Args;
-use client::{ChatBackend, Endpoint, InProcess};
-use edge_model::ActivationMode;
+use client::{BackendArgs, OpenBackend};
 use edge_runtime::agentic::read_trajectories;
-use indicatif::{ProgressBar, ProgressStyle};
 use plot::Series;
 use report::{Report, RunInfo};
 use std::path::{Path, PathBuf};
@@ -33,17 +29,9 @@ pub struct AgenticArgs {
     /// github.com/mlcommons/endpoints).
     #[arg(long, required_unless_present = "compare")]
     pub dataset: Option<PathBuf>,
-    /// Model directory for the in-process engine (default: the embedded demo model).
-    #[arg(long, conflicts_with = "endpoint")]
-    pub model: Option<PathBuf>,
-    /// Measure an OpenAI-compatible server instead: its base URL (`http://host:port`,
-    /// `…/v1` or the full `…/v1/chat/completions`). The engine flags are then unused.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The `model` field sent (default: the endpoint's first `/v1/models` entry, or
-    /// the in-process model's name).
-    #[arg(long)]
-    pub model_name: Option<String>,
+    /// The in-process engine or the endpoint.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// Conversations to replay, from the first (default: all).
     #[arg(long)]
     pub conversations: Option<usize>,
@@ -63,12 +51,6 @@ pub struct AgenticArgs {
     /// `A_vs_B.svg` beside A).
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Linear-layer activations of the in-process engine (see `generate`).
-    #[arg(long, default_value = "auto")]
-    pub act_quant: ActivationMode,
-    /// Engine and cache settings of the in-process engine.
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 /// Runs `bench agentic`.
@@ -101,41 +83,13 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
         )));
     }
 
-    let mut endpoint_url = None;
-    let (mut backend, model): (Box<dyn ChatBackend>, String) = match &a.endpoint {
-        Some(url) => {
-            let e = Endpoint::new(url)?;
-            endpoint_url = Some(e.url().to_string());
-            let name = a
-                .model_name
-                .clone()
-                .or_else(|| e.served_model())
-                .unwrap_or_else(|| "default".into());
-            (Box::new(e), name)
-        }
-        None => {
-            let state = server_state(&StateArgs {
-                model: a.model.clone(),
-                act_quant: a.act_quant,
-                engine: a.engine.clone(),
-                max_sequences: None,
-                queue: None,
-                served_model_name: None,
-            })?;
-            let name = a
-                .model_name
-                .clone()
-                .unwrap_or(state.model_name().to_string());
-            (Box::new(InProcess::new(state)), name)
-        }
-    };
+    let OpenBackend {
+        mut backend,
+        model,
+        endpoint_url,
+    } = a.backend.open()?;
 
-    let bar = ProgressBar::new(expected as u64);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:40}] {pos}/{len} turns (eta {eta}) {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
+    let bar = super::progress_bar(expected, "turns");
     let started = Instant::now();
     let (turns, error) = replay::replay(
         backend.as_mut(),

@@ -19,6 +19,7 @@ pub use data::{Category, Entry, Selection, load};
 pub use report::{BfclReport, SampleResult};
 pub use tools::{RequestOptions, request_body};
 
+use super::agentic::client::{BackendArgs, ClientError, OpenBackend};
 use crate::cli_error::CliError;
 use clap::Args;
 use serde_json::{Value, json};
@@ -49,9 +50,6 @@ pub enum BfclError {
     /// `--categories` names no BFCL v4 single-turn category.
     #[error("unknown BFCL category `{0}` (expected one of: {list})", list = category_list())]
     UnknownCategory(String),
-    /// No way to answer requests was given, or the chosen one is not built in yet.
-    #[error("no answering backend: {0}")]
-    BackendNotWired(String),
 }
 
 fn category_list() -> String {
@@ -76,15 +74,10 @@ pub struct BfclArgs {
     /// of the live and irrelevance ones, categories of ≤25 whole (995 entries).
     #[arg(long)]
     pub mlperf: bool,
-    /// Model directory (in-process engine).
-    #[arg(long, conflicts_with = "endpoint")]
-    pub model: Option<PathBuf>,
-    /// Base URL of an OpenAI-compatible server.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The request's `model` field.
-    #[arg(long, default_value = "edge-llm")]
-    pub model_name: String,
+    /// The in-process engine (default: the embedded demo model) or the endpoint
+    /// that answers.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// `max_completion_tokens` of each request.
     #[arg(long, default_value_t = 1024)]
     pub max_new_tokens: u32,
@@ -203,8 +196,8 @@ pub fn command(a: BfclArgs) -> Result<(), CliError> {
         (None, false) => Selection::All,
     };
     let entries = load(&a.data, &categories, selection)?;
-    let opts = RequestOptions {
-        model: a.model_name.clone(),
+    let mut opts = RequestOptions {
+        model: (a.backend.model_name.clone()).unwrap_or_else(|| "edge-llm".into()),
         max_completion_tokens: a.max_new_tokens,
     };
     if let Some(path) = &a.requests {
@@ -230,15 +223,39 @@ pub fn command(a: BfclArgs) -> Result<(), CliError> {
                 .ok_or_else(|| format!("no recorded answer for `{}`", entry.id))
         })
     } else {
-        let what = match (&a.model, &a.endpoint) {
-            (Some(m), _) => format!(
-                "in-process model {} is not wired to bench bfcl yet",
-                m.display()
-            ),
-            (None, Some(url)) => format!("endpoint {url} is not wired to bench bfcl yet"),
-            (None, None) => "give --model, --endpoint, --answers or --self-check".into(),
-        };
-        return Err(BfclError::BackendNotWired(what).into());
+        let OpenBackend {
+            mut backend, model, ..
+        } = a.backend.open()?;
+        opts.model = model;
+        let bar = super::progress_bar(entries.len(), "entries");
+        // A server that cannot be reached ends the run (its report would only say
+        // 0%); any other failure is that entry's.
+        let mut unreachable = None;
+        let report = run(&entries, &opts, &mut |entry, body| {
+            bar.inc(1);
+            bar.set_message(entry.id.clone());
+            if unreachable.is_some() {
+                return Err("skipped: the endpoint cannot be reached".to_string());
+            }
+            match backend.complete(body, None) {
+                // Only structured calls count: a call left as text in `content` is
+                // none, as in the harness.
+                Ok(reply) => Ok((reply.tool_calls.iter())
+                    .map(|c| ModelCall::from_wire(c.name.clone(), &c.arguments))
+                    .collect()),
+                Err(e @ ClientError::Connect { .. }) => {
+                    let text = e.to_string();
+                    unreachable = Some(e);
+                    Err(text)
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        });
+        bar.finish_and_clear();
+        if let Some(e) = unreachable {
+            return Err(e.into());
+        }
+        report
     };
     print!("{}", report.table());
     if let Some(path) = &a.report {

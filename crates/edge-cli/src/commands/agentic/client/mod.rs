@@ -7,11 +7,13 @@
 
 mod endpoint;
 mod in_process;
+mod open;
 mod reply;
 mod sse;
 
 pub use endpoint::Endpoint;
 pub use in_process::InProcess;
+pub use open::{BackendArgs, OpenBackend};
 pub use reply::ReplyBuilder;
 
 use serde::{Deserialize, Serialize};
