@@ -3,10 +3,11 @@
 //! the same prompt token counts and hot-cache ratio in both modes.
 #![cfg(unix)]
 
+mod support;
+
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_edge-llm"))
@@ -41,32 +42,9 @@ fn ok(o: &Output) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// `edge-llm serve` on a free port; its address, and the child (its logs drained on
-/// a thread so it never blocks on a full pipe).
+/// `edge-llm serve` on a free port with tree speculation.
 fn serve() -> (std::process::Child, String) {
-    let mut child = bin()
-        .args(["serve", "--port", "0", "--spec", "tree"])
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server printed its address")
-            .unwrap();
-        if let Some(at) = line.find("listening on http://") {
-            let rest = &line[at + "listening on http://".len()..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ':'))
-                .unwrap_or(rest.len());
-            break rest[..end].to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+    support::spawn_serve(&["--spec", "tree"])
 }
 
 #[test]

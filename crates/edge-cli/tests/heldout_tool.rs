@@ -28,7 +28,11 @@ fn the_demo_model_calls_a_tool_it_never_saw() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let text = v["text"].as_str().unwrap();
     assert!(text.contains("<function=convert_currency>"), "{text}");
-    for (param, value) in [("amount", "20"), ("from_currency", "EUR"), ("to_currency", "JPY")] {
+    for (param, value) in [
+        ("amount", "20"),
+        ("from_currency", "EUR"),
+        ("to_currency", "JPY"),
+    ] {
         let expected = format!("<parameter={param}>\n{value}\n</parameter>");
         assert!(text.contains(&expected), "{param}: {text}");
     }

@@ -2,9 +2,11 @@
 //! exits cleanly on SIGTERM.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// One HTTP/1.1 request with `Connection: close`; the whole response as text.
@@ -25,35 +27,7 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
 
 #[test]
 fn serve_answers_and_stops_on_sigterm() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edge-llm"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--queue",
-            "4",
-            "--max-sequences",
-            "2",
-        ])
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("the server printed its address")
-            .unwrap();
-        if let Some(at) = line.find("listening on http://") {
-            let rest = &line[at + "listening on http://".len()..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == ':'))
-                .unwrap_or(rest.len());
-            break rest[..end].to_string();
-        }
-    };
+    let (mut child, addr) = support::spawn_serve(&["--queue", "4", "--max-sequences", "2"]);
     let health = http(&addr, "GET", "/health", "");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains("\"refcounts_ok\":true"), "{health}");
@@ -70,8 +44,6 @@ fn serve_answers_and_stops_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    // Drain the logs so the server never blocks on a full pipe while stopping.
-    for _ in lines.by_ref() {}
     let exit = child.wait().unwrap();
     assert!(exit.success(), "{exit:?}");
 }
