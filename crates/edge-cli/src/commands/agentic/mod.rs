@@ -91,7 +91,7 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
 
     let bar = super::progress_bar(expected, "turns");
     let started = Instant::now();
-    let (turns, error) = replay::replay(
+    let outcome = replay::replay(
         backend.as_mut(),
         &selected,
         &model,
@@ -114,8 +114,15 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
         max_new_tokens: a.max_new_tokens,
         turns_expected: expected,
     };
-    let mut report = Report::new(info, turns, duration, backend.reconnects());
-    report.error = error.as_ref().map(ToString::to_string);
+    let mut report = Report::new(info, outcome.records, duration, backend.reconnects());
+    report.error = outcome.fatal.as_ref().map(ToString::to_string);
+    report.drop_conversations(&outcome.dropped);
+    for d in &outcome.dropped {
+        eprintln!(
+            "warning: conversation {} stopped at turn {} ({}): its remaining turns are missing",
+            d.conversation, d.turn, d.reason
+        );
+    }
     print(&report::table(&[(report.mode.as_str(), &report)]));
     if let Some(path) = &a.report {
         report.write(path)?;
@@ -136,7 +143,7 @@ pub fn run(a: AgenticArgs) -> Result<(), CliError> {
         )?;
         eprintln!("wrote {}", svg.display());
     }
-    match error {
+    match outcome.fatal {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }

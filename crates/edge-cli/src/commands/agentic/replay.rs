@@ -45,22 +45,62 @@ pub fn recorded_actions(t: &Trajectory, i: usize) -> Vec<&'static str> {
 /// What the loop reports after each turn (for the progress bar).
 pub type OnTurn<'a> = dyn FnMut(&TurnRecord) + 'a;
 
-/// Replays the first `turns[k]` client turns of each conversation `k`; returns the
-/// turns answered, and the error that stopped the run early, if one did.
+/// A conversation whose remaining turns were not sent because one failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dropped {
+    /// The conversation.
+    pub conversation: String,
+    /// The client turn that failed (it and every later one are missing).
+    pub turn: usize,
+    /// Why.
+    pub reason: String,
+    /// Missing turns whose recorded answer has an action (they score 0).
+    pub scored_turns: usize,
+}
+
+/// What a replay did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The turns answered, in order.
+    pub records: Vec<TurnRecord>,
+    /// Conversations cut short by a failed turn.
+    pub dropped: Vec<Dropped>,
+    /// The error that stopped the whole run (the endpoint cannot be reached).
+    pub fatal: Option<ClientError>,
+}
+
+/// Replays the first `turns[k]` client turns of each conversation `k`. As the harness
+/// does, a failed turn drops the rest of its conversation (the missing turns score 0)
+/// and the run goes on with the next one; an endpoint that cannot be reached stops
+/// the run.
 pub fn replay(
     backend: &mut dyn ChatBackend,
     conversations: &[(&Trajectory, usize)],
     model: &str,
     max_new_tokens: usize,
     on_turn: &mut OnTurn<'_>,
-) -> (Vec<TurnRecord>, Option<ClientError>) {
-    let mut records = Vec::new();
+) -> Outcome {
+    let mut out = Outcome::default();
     for (t, turns) in conversations {
         for i in 0..*turns {
             let body = request_body(t, i, model, max_new_tokens);
             let reply = match backend.complete(&body, Some(&t.id)) {
                 Ok(r) => r,
-                Err(e) => return (records, Some(e)),
+                Err(e @ ClientError::Connect { .. }) => {
+                    out.fatal = Some(e);
+                    return out;
+                }
+                Err(e) => {
+                    out.dropped.push(Dropped {
+                        conversation: t.id.clone(),
+                        turn: i,
+                        reason: e.to_string(),
+                        scored_turns: (i..*turns)
+                            .filter(|&j| !recorded_actions(t, j).is_empty())
+                            .count(),
+                    });
+                    break;
+                }
             };
             let model_actions = iou::call_actions(
                 reply
@@ -71,10 +111,10 @@ pub fn replay(
             let score = iou::score(&model_actions, &recorded_actions(t, i));
             let record = TurnRecord::new(&t.id, i, &reply, score);
             on_turn(&record);
-            records.push(record);
+            out.records.push(record);
         }
     }
-    (records, None)
+    out
 }
 
 #[cfg(test)]
@@ -133,5 +173,69 @@ mod tests {
         assert!(recorded_actions(&ts[0], 4).is_empty());
         assert!(recorded_actions(&ts[1], 1).is_empty());
         assert_eq!(recorded_actions(&ts[1], 2), ["git", "git"]);
+    }
+
+    /// Answers every request but fails the `fail_at`-th (from 0) with `error`.
+    struct Flaky {
+        sent: usize,
+        fail_at: usize,
+        error: fn() -> ClientError,
+    }
+
+    impl ChatBackend for Flaky {
+        fn complete(
+            &mut self,
+            _body: &Value,
+            _session: Option<&str>,
+        ) -> Result<super::super::client::ChatReply, ClientError> {
+            self.sent += 1;
+            if self.sent - 1 == self.fail_at {
+                return Err((self.error)());
+            }
+            Ok(Default::default())
+        }
+
+        fn mode(&self) -> &'static str {
+            "test"
+        }
+    }
+
+    #[test]
+    fn a_failed_turn_drops_the_rest_of_its_conversation_only() {
+        let ts = synthetic();
+        let selected: Vec<_> = ts.iter().map(|t| (t, t.turns())).collect();
+        let total: usize = selected.iter().map(|(_, n)| n).sum();
+        let mut flaky = Flaky {
+            sent: 0,
+            fail_at: 1,
+            error: || ClientError::Status {
+                url: "u".into(),
+                status: 500,
+                body: "boom".into(),
+            },
+        };
+        let out = replay(&mut flaky, &selected, "m", 8, &mut |_| {});
+        assert!(out.fatal.is_none());
+        assert_eq!(out.dropped.len(), 1);
+        let d = &out.dropped[0];
+        assert_eq!((d.conversation.as_str(), d.turn), (ts[0].id.as_str(), 1));
+        assert!(d.reason.contains("500"));
+        // Turns 1, 2 and 3 of the first conversation have recorded actions.
+        assert_eq!(d.scored_turns, 3);
+        // The first conversation's turn 0, then every turn of the others.
+        assert_eq!(out.records.len(), total - ts[0].turns() + 1);
+
+        let mut down = Flaky {
+            sent: 0,
+            fail_at: 0,
+            error: || ClientError::Connect {
+                url: "u".into(),
+                reason: "refused".into(),
+            },
+        };
+        let out = replay(&mut down, &selected, "m", 8, &mut |_| {});
+        assert!(matches!(out.fatal, Some(ClientError::Connect { .. })));
+        assert!(out.records.is_empty() && out.dropped.is_empty());
+        assert_eq!(down.sent, 1, "an unreachable endpoint stops the run");
     }
 }

@@ -51,15 +51,19 @@ pub struct Report {
     pub turn_output_tokens_per_s: Option<Dist>,
     /// Tokens per target forward (`None`: no speculation reported).
     pub mean_accepted: Option<f64>,
-    /// Mean inline IoU over the scored turns.
+    /// Mean inline IoU over the scored turns, the missing ones counting 0 (as the
+    /// harness counts them).
     pub iou: Option<f64>,
-    /// Turns with a recorded action, so scored.
+    /// Turns with a recorded action, so scored (answered or missing).
     pub iou_scored_turns: usize,
     /// Connections reopened because the server closed one.
     pub reconnects: u64,
     /// The error that ended the run early, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Conversations cut short by a failed turn: `conversation`, `turn`, `reason`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<serde_json::Value>,
     /// Every turn.
     pub turns: Vec<TurnRecord>,
 }
@@ -120,8 +124,25 @@ impl Report {
             iou_scored_turns,
             reconnects,
             error: None,
+            dropped: Vec::new(),
             turns,
         }
+    }
+
+    /// Records conversations cut short: their missing scored turns count 0 in the IoU.
+    pub fn drop_conversations(&mut self, dropped: &[super::replay::Dropped]) {
+        let missing: usize = dropped.iter().map(|d| d.scored_turns).sum();
+        if missing > 0 {
+            let answered = self.iou_scored_turns;
+            let total = answered + missing;
+            self.iou = Some(self.iou.unwrap_or(0.0) * answered as f64 / total as f64);
+            self.iou_scored_turns = total;
+        }
+        self.dropped = (dropped.iter())
+            .map(|d| {
+                serde_json::json!({"conversation": d.conversation, "turn": d.turn, "reason": d.reason})
+            })
+            .collect();
     }
 
     /// Reads a report written by [`Report::write`].
