@@ -18,6 +18,13 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("edge-bfcl-{}-{name}", std::process::id()))
 }
 
+/// Reads a written report and removes its file.
+fn take_report(path: &std::path::Path) -> serde_json::Value {
+    let r = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    std::fs::remove_file(path).unwrap();
+    r
+}
+
 #[test]
 fn self_check_scores_the_fixture_fully() {
     let report = tmp("self.json");
@@ -36,8 +43,7 @@ fn self_check_scores_the_fixture_fully() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("normalized"), "{table}");
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    std::fs::remove_file(&report).unwrap();
+    let r = take_report(&report);
     // The default categories: all but live_relevance (one fixture entry).
     assert_eq!(r["total_samples"], 17);
     assert_eq!(r["overall_accuracy"], 100.0);
@@ -67,8 +73,7 @@ fn recorded_answers_are_scored_with_reasons() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    std::fs::remove_file(&report).unwrap();
+    let r = take_report(&report);
     std::fs::remove_file(&answers).unwrap();
     let kind = |id: &str| {
         let s = r["samples"]
@@ -132,8 +137,7 @@ fn the_embedded_model_answers_in_process() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    std::fs::remove_file(&report).unwrap();
+    let r = take_report(&report);
     assert_eq!(r["total_samples"], 4);
     // Every entry got an answer from the model (right or wrong), none a backend error.
     for s in r["samples"].as_array().unwrap() {

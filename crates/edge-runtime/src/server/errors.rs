@@ -97,7 +97,16 @@ impl From<RuntimeError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body())).into_response()
+        let mut res = (self.status, axum::Json(self.body())).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body was not read to its end, so the connection cannot carry another
+            // request: say so, or a client may reuse it and see a broken pipe.
+            res.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        res
     }
 }
 

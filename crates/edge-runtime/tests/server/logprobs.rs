@@ -2,7 +2,6 @@
 //! their errors.
 
 use crate::support::*;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 /// Checks one chat entry: a log-probability, `bytes` that spell the token, and `top`
@@ -53,13 +52,7 @@ async fn chat_logprobs_streamed_and_not_agree() {
 
     let mut streamed_body = body;
     streamed_body["stream"] = json!(true);
-    let res = client.post(&url).json(&streamed_body).send().await.unwrap();
-    let mut text = String::new();
-    let mut bytes = res.bytes_stream();
-    while let Some(chunk) = bytes.next().await {
-        text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
-    }
-    let (records, done) = sse_records(&text);
+    let (records, done) = post_sse(&client, &url, &streamed_body).await;
     assert!(done);
     let streamed: Vec<Value> = records
         .iter()

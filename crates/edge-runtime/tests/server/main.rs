@@ -122,16 +122,7 @@ async fn tool_calls_history_and_cached_tokens() {
     // The same, streamed: the call arrives as a tool_calls delta.
     let mut streamed = body.clone();
     streamed["stream"] = json!(true);
-    let text = client
-        .post(&url)
-        .json(&streamed)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let (records, done) = sse_records(&text);
+    let (records, done) = post_sse(&client, &url, &streamed).await;
     assert!(done);
     let delta_call = records
         .iter()
@@ -215,16 +206,7 @@ async fn tool_calls_history_and_cached_tokens() {
     assert!(!reasoning.is_empty());
     let mut think_stream = think.clone();
     think_stream["stream"] = json!(true);
-    let text = client
-        .post(&url)
-        .json(&think_stream)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let (records, done) = sse_records(&text);
+    let (records, done) = post_sse(&client, &url, &think_stream).await;
     assert!(done);
     let streamed: String = records
         .iter()
@@ -299,6 +281,11 @@ async fn errors_are_openai_style() {
         .await
         .unwrap();
     let status = res.status().as_u16();
+    assert_eq!(
+        res.headers()["connection"],
+        "close",
+        "the unread body ends the connection"
+    );
     assert_error(status, &res.json().await.unwrap(), 413);
 
     // Unknown route.

@@ -58,6 +58,13 @@ pub async fn post(client: &reqwest::Client, url: &str, body: Value) -> (u16, Val
     (status, res.json().await.unwrap())
 }
 
+/// Posts `body` (a streamed request) and reads the whole SSE reply: its JSON records,
+/// and whether it ended with `[DONE]`.
+pub async fn post_sse(client: &reqwest::Client, url: &str, body: &Value) -> (Vec<Value>, bool) {
+    let res = client.post(url).json(body).send().await.unwrap();
+    sse_records(&res.text().await.unwrap())
+}
+
 /// The JSON records of an SSE body, and whether it ended with `[DONE]`.
 pub fn sse_records(text: &str) -> (Vec<Value>, bool) {
     let mut records = Vec::new();

@@ -81,21 +81,12 @@ impl Category {
         Category::LiveRelevance,
     ];
 
-    /// The categories MLPerf scores (all but live_relevance).
-    pub const SCORED: [Category; 12] = [
-        Category::SimplePython,
-        Category::SimpleJava,
-        Category::SimpleJavascript,
-        Category::Multiple,
-        Category::Parallel,
-        Category::ParallelMultiple,
-        Category::LiveSimple,
-        Category::LiveMultiple,
-        Category::LiveParallel,
-        Category::LiveParallelMultiple,
-        Category::Irrelevance,
-        Category::LiveIrrelevance,
-    ];
+    /// The categories MLPerf scores: all but live_relevance, the last of
+    /// [`Category::ALL`].
+    pub const SCORED: &'static [Category] = match Self::ALL.split_last() {
+        Some((_, scored)) => scored,
+        None => &[],
+    };
 
     /// bfcl's name, as in the file names and entry ids.
     pub fn name(self) -> &'static str {
