@@ -45,7 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The engine: the builder's defaults (the fastest documented activation mode,
     // prefix reuse on, speculation as measured fastest), on the demo model compiled
     // into the binary or on a model directory.
-    let (builder, tokenizer, template, defaults) = match &a.model {
+    let (builder, tokenizer, template, defaults): (_, _, _, serde_json::Value) = match &a.model {
         None => (
             EngineBuilder::demo(),
             demo::tokenizer()?,
@@ -66,7 +66,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let engine = builder.build()?;
     let stop_tokens = engine.model().config().eos_token_ids.clone();
-    let defaults: serde_json::Value = defaults;
     let tools: serde_json::Value = match &a.tools {
         Some(path) => serde_json::from_str(&std::fs::read_to_string(path)?)?,
         None => defaults["tools"].clone(),
