@@ -35,6 +35,7 @@ def build():
     lib.emu_nvfp4_quantize.argtypes = [p, p, p, p, f, u64]
     lib.emu_nvfp4_dequantize.argtypes = [p, p, p, f, u64]
     lib.emu_nvfp4_linear.argtypes = [p, p, p, ctypes.c_int, p, f, u32, u32, u32]
+    lib.emu_nvfp4_linear_tc.argtypes = [p, p, p, ctypes.c_int, p, f, u32, u32, u32]
     lib.emu_fp8_quantize.argtypes = [p, ctypes.c_int, p, f, u64]
     lib.emu_fp8_dequantize.argtypes = [p, p, f, u64]
     lib.emu_absmax.argtypes = [p, u64]
@@ -206,6 +207,33 @@ def check_linear(lib, rng):
     print(f"nvfp4 linear (GEMV and GEMM, f32 and bf16): worst |err|/sum|xw| = {worst:.2e}")
 
 
+def check_linear_tc(lib, rng):
+    """The tensor-core kernel: bf16 products of the exactly dequantized weights and the
+    bf16-rounded activations (f32 inputs are rounded to nearest even in the kernel)."""
+    worst = 0.0
+    for rows, cols in [(80, 640), (33, 400), (40, 16), (17, 2064)]:
+        w = weight_data(rng, rows, cols)
+        w[5::31] = -w[5::31]
+        g = F32(np.abs(w).max()) / F32(2688)
+        codes, scales = nvfp4_quantize_ref(w, g)
+        wd = nvfp4_dequantize_ref(codes, scales, g).reshape(rows, cols).astype(np.float64)
+        for tokens in [1, 3, 8, 9, 16, 20, 33, 64, 70]:
+            x = rng.standard_normal(tokens * cols).astype(F32)
+            bits, wide = to_bf16(x)
+            for bf16, xin in [(0, x), (1, bits)]:
+                y = np.full(tokens * rows, np.nan, F32)
+                lib.emu_nvfp4_linear_tc(ptr(codes), ptr(scales), ptr(xin), bf16, ptr(y), g,
+                                        rows, cols, tokens)
+                xr = wide.reshape(tokens, cols).astype(np.float64)
+                ref = xr @ wd.T
+                mag = np.abs(xr) @ np.abs(wd).T
+                err = np.abs(y.reshape(tokens, rows) - ref)
+                ok = err <= 1e-5 * mag + 1e-30
+                assert ok.all(), f"tc {rows}x{cols} tokens={tokens} bf16={bf16}: {np.nanmax(err)}"
+                worst = max(worst, float((err / np.maximum(mag, 1e-300)).max()))
+    print(f"nvfp4 linear (tensor cores, f32 and bf16): worst |err|/sum|xw| = {worst:.2e}")
+
+
 def check_fp8(lib, rng):
     scale = F32(0.0123)
     x = weight_data(rng, 16, 64)
@@ -237,6 +265,7 @@ def main():
     check_dequantize(lib, rng)
     check_fp8(lib, rng)
     check_linear(lib, rng)
+    check_linear_tc(lib, rng)
     print("host emulation: all kernel checks passed")
 
 

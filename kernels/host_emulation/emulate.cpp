@@ -86,6 +86,8 @@ static inline unsigned atomicMax(unsigned* p, unsigned v) {
 struct Warp {
     std::barrier<> bar{32};
     unsigned slots[32];
+    unsigned mma_a[32][4];  // each lane's mma fragments (eq_mma_bf16_16816)
+    unsigned mma_b[32][2];
 };
 static std::unique_ptr<std::barrier<>> g_block_barrier;
 static std::vector<std::unique_ptr<Warp>> g_warps;
@@ -105,11 +107,82 @@ static inline T __shfl_xor_sync(unsigned, T v, int off) {
     return r;
 }
 
+// __byte_perm: result byte n is byte ((s >> 4n) & 7) of {y, x} (x = bytes 0..3).
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long in = ((unsigned long long)y << 32) | x;
+    unsigned r = 0;
+    for (int n = 0; n < 4; ++n) {
+        const unsigned sel = (s >> (4 * n)) & 7u;
+        r |= (unsigned)((in >> (8 * sel)) & 0xffu) << (8 * n);
+    }
+    return r;
+}
+
+static inline float emu_bf16(unsigned bits16) { return __uint_as_float((bits16 & 0xffffu) << 16); }
+
+static inline unsigned emu_bf16_rne(float f) {
+    const unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (u >> 16) | 0x40u;
+    }
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// fma.rn.bf16x2 a, b, -0: each bf16 product (exact in f32) rounded once to bf16.
+static inline unsigned eq_bf16x2_mul(unsigned a, unsigned b) {
+    const unsigned lo = emu_bf16_rne(emu_bf16(a) * emu_bf16(b));
+    const unsigned hi = emu_bf16_rne(emu_bf16(a >> 16) * emu_bf16(b >> 16));
+    return lo | (hi << 16);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: the warp's fragments are gathered,
+// A (16x16) and B (16x8) rebuilt with the PTX ISA's fragment layout, and each lane adds
+// its four C entries as f32 sums in k order (the GPU's internal order differs; the
+// checks allow for it).
+static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned* b) {
+    const unsigned lane = threadIdx.x & 31u;
+    Warp& w = *g_warps[threadIdx.x >> 5];
+    for (int r = 0; r < 4; ++r) {
+        w.mma_a[lane][r] = a[r];
+    }
+    w.mma_b[lane][0] = b[0];
+    w.mma_b[lane][1] = b[1];
+    w.bar.arrive_and_wait();
+    float A[16][16], B[16][8];
+    for (unsigned l = 0; l < 32; ++l) {
+        const unsigned g = l >> 2, q = l & 3u;
+        for (unsigned r = 0; r < 4; ++r) {
+            const unsigned row = g + 8u * (r & 1u), col = 2u * q + 8u * (r >> 1);
+            A[row][col] = emu_bf16(w.mma_a[l][r]);
+            A[row][col + 1] = emu_bf16(w.mma_a[l][r] >> 16);
+        }
+        for (unsigned r = 0; r < 2; ++r) {
+            const unsigned k = 2u * q + 8u * r;
+            B[k][g] = emu_bf16(w.mma_b[l][r]);
+            B[k + 1][g] = emu_bf16(w.mma_b[l][r] >> 16);
+        }
+    }
+    w.bar.arrive_and_wait();
+    const unsigned g = lane >> 2, q = lane & 3u;
+    for (unsigned r = 0; r < 4; ++r) {
+        const unsigned row = g + 8u * (r >> 1), col = 2u * q + (r & 1u);
+        float acc = d[r];
+        for (unsigned k = 0; k < 16; ++k) {
+            acc += A[row][k] * B[k][col];
+        }
+        d[r] = acc;
+    }
+}
+
 // ---- The kernels, exactly as NVRTC sees them -------------------------------------------
 #include "../common/formats.cuh"
 #include "../nvfp4/quantize.cu"
 #include "../nvfp4/dequantize.cu"
 #include "../nvfp4/gemv.cu"
+#include "../nvfp4/mma.cu"
+#include "../model/elementwise.cu"
+#include "../model/sampling.cu"
+#include "../model/gdn.cu"
 #include "../fp8/quantize.cu"
 
 // Runs `kernel` on a grid, one block at a time, one std::thread per CUDA thread.
@@ -183,6 +256,29 @@ void emu_nvfp4_linear(const eq_u8* codes, const eq_u8* scales, const void* x, in
     launch(grid, threads, k);
 }
 
+void emu_nvfp4_linear_tc(const eq_u8* codes, const eq_u8* scales, const void* x, int bf16,
+                         float* y, float g, eq_u32 rows, eq_u32 cols, eq_u32 tokens) {
+    unsigned tile = tokens <= 8 ? 8 : tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
+    unsigned warps = tile == 64 ? 4 : 8;
+    dim3 grid{(rows + 31) / 32, (tokens + tile - 1) / tile, 1};
+    const float* xf = static_cast<const float*>(x);
+    const eq_u16* xb = static_cast<const eq_u16*>(x);
+    std::function<void()> k;
+#define EQ_CASE(T, F, B)                                                                 \
+    case T:                                                                              \
+        k = bf16 ? std::function<void()>([=] { B(codes, scales, xb, y, g, rows, cols, tokens); }) \
+                 : std::function<void()>([=] { F(codes, scales, xf, y, g, rows, cols, tokens); }); \
+        break;
+    switch (tile) {
+        EQ_CASE(8, eq_nvfp4_mma_f32_t8, eq_nvfp4_mma_bf16_t8)
+        EQ_CASE(16, eq_nvfp4_mma_f32_t16, eq_nvfp4_mma_bf16_t16)
+        EQ_CASE(32, eq_nvfp4_mma_f32_t32, eq_nvfp4_mma_bf16_t32)
+        EQ_CASE(64, eq_nvfp4_mma_f32_t64, eq_nvfp4_mma_bf16_t64)
+    }
+#undef EQ_CASE
+    launch(grid, 32 * warps, k);
+}
+
 void emu_fp8_quantize(const void* x, int bf16, eq_u8* q, float scale, eq_u64 n) {
     launch(dim3{blocks_for(n, 256, 4096), 1, 1}, 256, [=] {
         if (bf16) {
@@ -203,5 +299,61 @@ eq_u32 emu_absmax(const float* x, eq_u64 n) {
     eq_u32* p = &bits;
     launch(dim3{blocks_for(n, 256, 4096), 1, 1}, 256, [=] { eq_absmax_f32(x, p, n); });
     return bits;
+}
+
+// Model kernels (launch shapes as crates/edge-model/src/cuda/ops.rs; element-wise grids
+// capped at 3 blocks here so that the grid-stride loops wrap).
+void emu_add(float* x, const float* y, eq_u64 n) {
+    launch(dim3{blocks_for(n, 256, 3), 1, 1}, 256, [=] { eq_add_f32(x, y, n); });
+}
+
+void emu_gate(int sigmoid, const float* g, float* x, eq_u64 n) {
+    launch(dim3{blocks_for(n, 256, 3), 1, 1}, 256, [=] {
+        if (sigmoid) {
+            eq_gate_sigmoid_f32(g, x, n);
+        } else {
+            eq_gate_silu_f32(g, x, n);
+        }
+    });
+}
+
+void emu_concat_rows(const float* a, const float* b, float* out, eq_u32 width, eq_u64 rows) {
+    launch(dim3{blocks_for(rows * 2 * width, 256, 3), 1, 1}, 256,
+           [=] { eq_concat_rows_f32(a, b, out, width, rows); });
+}
+
+void emu_gather_rows(const float* x, const eq_u32* idx, float* out, eq_u32 width, eq_u64 n) {
+    launch(dim3{blocks_for(n * width, 256, 3), 1, 1}, 256,
+           [=] { eq_gather_rows_f32(x, idx, out, width, n); });
+}
+
+void emu_embed_bf16(const eq_u16* table, const eq_u32* ids, float* out, eq_u32 width,
+                    eq_u64 tokens) {
+    launch(dim3{blocks_for(tokens * width, 256, 3), 1, 1}, 256,
+           [=] { eq_embed_bf16(table, ids, out, width, tokens); });
+}
+
+void emu_rms_norm(const float* x, const float* w, float* out, eq_u32 width, eq_u32 rows,
+                  float eps) {
+    launch(dim3{rows, 1, 1}, 256, [=] { eq_rms_norm_f32(x, w, out, width, eps); });
+}
+
+void emu_gated_rms_norm(float* o, const float* z, const float* w, eq_u32 width, eq_u32 rows,
+                        float eps) {
+    launch(dim3{rows, 1, 1}, 256, [=] { eq_gated_rms_norm_f32(o, z, w, width, eps); });
+}
+
+void emu_argmax(const float* logits, eq_u32* out, eq_u32 vocab, eq_u32 rows) {
+    launch(dim3{rows, 1, 1}, 256, [=] { eq_argmax_f32(logits, out, vocab); });
+}
+
+void emu_gdn_decode(float* states, const eq_u32* slot_of, const float* q, const float* k,
+                    const float* v, const float* b, const float* a, const float* z,
+                    const float* neg_a, const float* dt_bias, const float* norm_w, float* out,
+                    eq_u32 spans, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
+        eq_gdn_decode_f32(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, norm_w, out, hk,
+                          hv, dk, dv, eps);
+    });
 }
 }

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# GPU checks of edge-quant's CUDA kernels from prebuilt test binaries.
+# GPU checks of the CUDA kernels (edge-quant's and edge-model's) from prebuilt test
+# binaries.
 #
 #   tools/device/cuda_checks.sh prepare   # on the build machine (no GPU needed)
 #   tools/device/cuda_checks.sh run       # on the GPU machine, from the repository root
 #
-# prepare: builds the release test binary of crates/edge-quant/tests/cuda_parity.rs with
-#   `--features cuda`, copies it (debug info stripped) to .device/bin/, and, if NVRTC is
-#   found here (NVRTC_DIR: a CUDA install root or a wheel's nvidia/cu13; else the NVRTC 13
-#   wheels of .ci/install-cuda-wheels), compiles every kernel for sm_80/sm_89/sm_90 into
-#   the PTX cache .device/ptx-cache, so the GPU machine needs only the driver (>= CUDA
-#   13.0 for NVRTC 13's PTX). .device/ is git-ignored: carry it (device tool: carry
-#   [".device"]).
-# run: runs every ignored test (parity + timings) single-threaded, then the NVRTC compile
-#   test on its own (it needs libnvrtc on that machine; its failure is reported, not
-#   fatal). The log goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
+# prepare: builds with `--features cuda` the release test binaries of
+#   crates/edge-quant/tests/cuda_parity.rs and cuda_tensor_core.rs and of edge-model's
+#   unit tests (its cuda:: tests), copies them (debug info stripped) to .device/bin/, and,
+#   if NVRTC is found here (NVRTC_DIR: a CUDA install root or a wheel's nvidia/cu13; else
+#   the NVRTC 13 wheels of .ci/install-cuda-wheels), compiles edge-quant's kernels for
+#   sm_80/sm_89/sm_90 into the PTX cache .device/ptx-cache, so the GPU machine needs only
+#   the driver for them (>= CUDA 13.0 for NVRTC 13's PTX). .device/ is git-ignored: carry
+#   it (device tool: carry [".device"]).
+# run: runs every ignored test single-threaded: edge-quant's parity and timings, the
+#   tensor-core parity and 27B sweep, the same sweep through PyTorch's bf16 matmul when
+#   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations against
+#   the CPU backend (they compile through the machine's NVRTC), then the NVRTC compile
+#   test on its own (its failure is reported, not fatal). The log goes to
+#   $OUT/cuda_checks.log when $OUT is set, else .device/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,16 +37,18 @@ find_nvrtc() {
 prepare() {
     cd "$ROOT"
     local log exe
-    log=$(cargo test -p edge-quant --features cuda --release --no-run 2>&1) || {
+    log=$(cargo test -p edge-quant -p edge-model --features cuda --release --no-run 2>&1) || {
         echo "$log"
         exit 1
     }
-    exe=$(echo "$log" | grep -oE '\([^)]*/cuda_parity-[0-9a-f]+\)' | tr -d '()' | tail -n1)
-    [[ -n "$exe" ]] || { echo "$log"; echo "cuda_parity binary not found" >&2; exit 1; }
     mkdir -p "$DEV/bin"
-    cp "$exe" "$DEV/bin/cuda_parity"
-    strip --strip-debug "$DEV/bin/cuda_parity" 2>/dev/null || true
-    echo "copied $exe -> .device/bin/cuda_parity ($(du -h "$DEV/bin/cuda_parity" | cut -f1))"
+    for test in cuda_parity cuda_tensor_core edge_model; do
+        exe=$(echo "$log" | grep -oE "\([^)]*/$test-[0-9a-f]+\)" | tr -d '()' | tail -n1)
+        [[ -n "$exe" ]] || { echo "$log"; echo "$test binary not found" >&2; exit 1; }
+        cp "$exe" "$DEV/bin/$test"
+        strip --strip-debug "$DEV/bin/$test" 2>/dev/null || true
+        echo "copied $exe -> .device/bin/$test ($(du -h "$DEV/bin/$test" | cut -f1))"
+    done
 
     local nvrtc
     nvrtc=$(find_nvrtc || true)
@@ -75,6 +82,14 @@ run() {
     local status=0
     "$DEV/bin/cuda_parity" --ignored --test-threads=1 --nocapture \
         --skip nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
+    echo "== tensor-core parity and the 27B sweep" | tee -a "$out/cuda_checks.log"
+    "$DEV/bin/cuda_tensor_core" --ignored --test-threads=1 --nocapture 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
+    echo "== the model's operations against the CPU backend" | tee -a "$out/cuda_checks.log"
+    "$DEV/bin/edge_model" --ignored --test-threads=1 cuda:: 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
+    if python3 -c "import torch" 2>/dev/null; then
+        echo "== the same sweep through PyTorch bf16 matmul" | tee -a "$out/cuda_checks.log"
+        python3 "$ROOT/tools/device/torch_bf16_sweep.py" 2>&1 | tee -a "$out/cuda_checks.log" || true
+    fi
     echo "== NVRTC compile test (informational)" | tee -a "$out/cuda_checks.log"
     "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 \
         2>&1 | tee -a "$out/cuda_checks.log" || echo "NVRTC compile test failed (no libnvrtc here?)" | tee -a "$out/cuda_checks.log"

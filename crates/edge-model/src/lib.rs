@@ -17,8 +17,11 @@ mod batch;
 pub mod checkpoint;
 pub mod config;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 mod error;
 pub mod export;
+pub mod kernel_sources;
 pub mod layers;
 mod load;
 mod logits;

@@ -1,10 +1,12 @@
-//! The kernel registry: every CUDA C++ source of the workspace, as [`KernelSource`]s.
+//! The formats kernels' registry: every CUDA C++ source of this crate (`kernels/nvfp4/`,
+//! `kernels/fp8/`), as [`KernelSource`]s.
 //!
-//! [`all_kernel_sources`] is what `edge-llm kernels check` compiles for each
-//! architecture; a new kernel family adds its sources to [`ALL`] (the test
-//! `every_cu_file_is_registered` fails for a `.cu` file under `kernels/` that no
-//! registered source contains). Plain text, so this module and its test exist without
-//! the `cuda` feature; `edge_quant::cuda::sources` is the same module.
+//! `edge_model::kernel_sources::all_kernel_sources` (these, then the model's) is what
+//! `edge-llm kernels check` compiles for each architecture; a new kernel here adds its
+//! source to [`ALL`] (the test `every_cu_file_is_registered` fails for a `.cu` file in
+//! this crate's folders that no registered source contains). Plain text, so this module
+//! and its test exist without the `cuda` feature; `edge_quant::cuda::sources` is the
+//! same module.
 //!
 //! Each source is the shared header
 //! `kernels/common/formats.cuh` concatenated in front of one `.cu` file at compile time
@@ -38,12 +40,21 @@ pub const NVFP4_DEQUANTIZE: KernelSource =
 /// NVFP4 × f32/bf16 GEMV and small-batch GEMM (`kernels/nvfp4/gemv.cu`).
 pub const NVFP4_GEMV: KernelSource = kernel_source!("edge_quant_nvfp4_gemv", "nvfp4/gemv.cu");
 
+/// NVFP4 × f32/bf16 products on bf16 tensor cores, sm_80+ (`kernels/nvfp4/mma.cu`).
+pub const NVFP4_MMA: KernelSource = kernel_source!("edge_quant_nvfp4_mma", "nvfp4/mma.cu");
+
 /// FP8 E4M3 per-tensor quantize/dequantize and the abs-max reduction
 /// (`kernels/fp8/quantize.cu`).
 pub const FP8_QUANTIZE: KernelSource = kernel_source!("edge_quant_fp8_quantize", "fp8/quantize.cu");
 
 /// Every kernel source of the workspace (for compile checks and cache warm-up).
-pub const ALL: &[KernelSource] = &[NVFP4_QUANTIZE, NVFP4_DEQUANTIZE, NVFP4_GEMV, FP8_QUANTIZE];
+pub const ALL: &[KernelSource] = &[
+    NVFP4_QUANTIZE,
+    NVFP4_DEQUANTIZE,
+    NVFP4_GEMV,
+    NVFP4_MMA,
+    FP8_QUANTIZE,
+];
 
 /// The registry: every kernel source of the workspace with its name, in a stable order.
 pub fn all_kernel_sources() -> &'static [KernelSource] {
@@ -68,6 +79,19 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "eq_nvfp4_gemv_bf16_t4",
             "eq_nvfp4_gemm_bf16_t8",
             "eq_nvfp4_gemm_bf16_t16",
+        ],
+    ),
+    (
+        "edge_quant_nvfp4_mma",
+        &[
+            "eq_nvfp4_mma_f32_t8",
+            "eq_nvfp4_mma_f32_t16",
+            "eq_nvfp4_mma_f32_t32",
+            "eq_nvfp4_mma_f32_t64",
+            "eq_nvfp4_mma_bf16_t8",
+            "eq_nvfp4_mma_bf16_t16",
+            "eq_nvfp4_mma_bf16_t32",
+            "eq_nvfp4_mma_bf16_t64",
         ],
     ),
     (
@@ -97,11 +121,17 @@ mod tests {
         }
     }
 
+    /// This crate's kernel folders (`kernels/model/` belongs to edge-model, whose own
+    /// test checks the whole `kernels/` tree against the workspace registry).
+    const FOLDERS: &[&str] = &["nvfp4", "fp8"];
+
     #[test]
     fn every_cu_file_is_registered() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
         let mut files = Vec::new();
-        cu_files(&root, &mut files);
+        for folder in FOLDERS {
+            cu_files(&root.join(folder), &mut files);
+        }
         assert!(
             files.len() >= ALL.len(),
             "kernels/ holds {} .cu files",

@@ -78,11 +78,11 @@ fn check(args: CheckArgs) -> Result<(), CliError> {
         supported.join(" ")
     );
 
-    let sources = edge_quant::kernel_sources::all_kernel_sources();
+    let sources = edge_model::kernel_sources::all_kernel_sources();
     let width = sources.iter().map(|s| s.name.len()).max().unwrap_or(0);
     let start = Instant::now();
     let mut failed = 0;
-    for source in sources {
+    for source in &sources {
         for &arch in &archs {
             let label = format!("{:<width$}  {:<7}", source.name, arch.sm_name());
             if !nvrtc.supports(arch) {

@@ -14,6 +14,9 @@
 //!   [`Nvfp4Tensor::dequantize`](crate::Nvfp4Tensor::dequantize).
 //! - [`nvfp4_linear`] (f32 activations) and [`nvfp4_linear_bf16`]: `y = x · Wᵀ` for a few
 //!   tokens (GEMV for up to 4 per tile, a small-batch GEMM for tiles of 8 or 16).
+//! - [`nvfp4_linear_tc`] / [`nvfp4_linear_tc_bf16`]: the same product on bf16 tensor
+//!   cores (`mma.sync` after in-register dequantization, sm_80+), for 1 to 64 tokens per
+//!   tile; bf16-activation numerics.
 //! - [`fp8_quantize`] / [`fp8_dequantize`] / [`absmax`]: per-tensor E4M3, for FP8 weights
 //!   and the FP8 KV cache.
 //!
@@ -22,6 +25,7 @@
 
 mod fp8;
 mod nvfp4;
+mod nvfp4_tc;
 /// The kernel sources (the registry, [`crate::kernel_sources`]).
 pub use crate::kernel_sources as sources;
 
@@ -30,6 +34,9 @@ pub use fp8::{CudaFp8Tensor, absmax, fp8_dequantize, fp8_quantize, fp8_quantize_
 pub use nvfp4::{
     CudaNvfp4Tensor, nvfp4_dequantize, nvfp4_dequantize_into, nvfp4_linear, nvfp4_linear_bf16,
     nvfp4_linear_bf16_into, nvfp4_linear_into, nvfp4_quantize, nvfp4_quantize_auto,
+};
+pub use nvfp4_tc::{
+    nvfp4_linear_tc, nvfp4_linear_tc_bf16, nvfp4_linear_tc_bf16_into, nvfp4_linear_tc_into,
 };
 
 use crate::error::{QuantError, Result};

@@ -17,7 +17,7 @@ const GEMM_ROWS: u32 = 32;
 /// Threads per block of the small-batch GEMM kernels (`32 · EQ_GEMM_WARPS`).
 const GEMM_THREADS: u32 = 256;
 /// The most token tiles one launch may cover (the CUDA limit on `gridDim.y`).
-const MAX_TOKEN_TILES: usize = 65_535;
+pub(super) const MAX_TOKEN_TILES: usize = 65_535;
 
 /// An NVFP4 matrix resident on the GPU, in checkpoint layout: packed codes
 /// `[rows, cols/2]` (even element in the low nibble), row-major E4M3 block scales
@@ -238,7 +238,7 @@ pub fn nvfp4_dequantize_into(
 }
 
 /// Activation element types the linear kernels take.
-trait Activation: DeviceRepr {
+pub(super) trait Activation: DeviceRepr {
     /// The kernel-name tag.
     const TAG: &'static str;
 }
@@ -306,7 +306,7 @@ pub fn nvfp4_linear_bf16_into(
 }
 
 /// Elements of the `[tokens, rows]` output, checking `tokens > 0` before allocation.
-fn output_len(w: &CudaNvfp4Tensor, tokens: usize) -> Result<usize> {
+pub(super) fn output_len(w: &CudaNvfp4Tensor, tokens: usize) -> Result<usize> {
     check_nonempty("nvfp4_linear", &[("tokens", tokens)])?;
     elements("nvfp4_linear", tokens, w.rows)
 }
@@ -322,6 +322,37 @@ fn token_tile(tokens: usize) -> (usize, bool) {
     }
 }
 
+/// A product's dimensions after checking its operands (what every linear kernel takes).
+pub(super) struct LinearDims {
+    pub rows: u32,
+    pub cols: u32,
+    pub tokens: u32,
+}
+
+impl LinearDims {
+    /// Checks `tokens > 0`, `x` = `[tokens, w.cols]` and `y` = `[tokens, w.rows]`.
+    pub(super) fn check(
+        op: &'static str,
+        w: &CudaNvfp4Tensor,
+        x_len: usize,
+        tokens: usize,
+        y_len: usize,
+    ) -> Result<Self> {
+        check_nonempty(op, &[("tokens", tokens)])?;
+        check_len(
+            "nvfp4_linear activations",
+            elements(op, tokens, w.cols)?,
+            x_len,
+        )?;
+        check_len("nvfp4_linear output", elements(op, tokens, w.rows)?, y_len)?;
+        Ok(LinearDims {
+            rows: dim_u32(op, "rows", w.rows)?,
+            cols: dim_u32(op, "cols", w.cols)?,
+            tokens: dim_u32(op, "tokens", tokens)?,
+        })
+    }
+}
+
 fn linear_into<A: Activation>(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
@@ -330,20 +361,11 @@ fn linear_into<A: Activation>(
     y: &mut CudaSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "nvfp4_linear";
-    check_nonempty(OP, &[("tokens", tokens)])?;
-    check_len(
-        "nvfp4_linear activations",
-        elements(OP, tokens, w.cols)?,
-        x.len(),
-    )?;
-    check_len(
-        "nvfp4_linear output",
-        elements(OP, tokens, w.rows)?,
-        y.len(),
-    )?;
-    let rows = dim_u32(OP, "rows", w.rows)?;
-    let cols = dim_u32(OP, "cols", w.cols)?;
-    let tokens_u32 = dim_u32(OP, "tokens", tokens)?;
+    let LinearDims {
+        rows,
+        cols,
+        tokens: tokens_u32,
+    } = LinearDims::check(OP, w, x.len(), tokens, y.len())?;
 
     let (tile, gemm) = token_tile(tokens);
     let tiles = tokens.div_ceil(tile);

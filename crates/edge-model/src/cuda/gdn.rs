@@ -1,0 +1,142 @@
+//! The Gated DeltaNet decode step on the GPU (`kernels/model/gdn.cu`): for every one-token
+//! span and value head, the gated delta rule on the span's state slot and the gated
+//! RMSNorm, as `cpu::gdn::recurrence` computes them for one-row spans.
+
+use super::ops::{check_len, cuda_err, dim_u32};
+use crate::kernel_sources::GDN;
+use crate::{ModelError, Result};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use edge_core::cuda::{CudaDevice, CudaSlice};
+
+/// Threads per block (`EQ_GDN_THREADS`).
+const THREADS: u32 = 128;
+/// Largest key or value head width the kernel's shared buffers hold (`EQ_GDN_MAX_DIM`).
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// A Gated DeltaNet layer's shape and parameters on the device.
+pub struct GdnDecodeLayer<'a> {
+    /// Key heads.
+    pub key_heads: usize,
+    /// Value heads (a multiple of `key_heads`).
+    pub value_heads: usize,
+    /// Key head width.
+    pub key_dim: usize,
+    /// Value head width.
+    pub value_dim: usize,
+    /// `−exp(A_log)` per value head.
+    pub neg_a: &'a CudaSlice<f32>,
+    /// The decay bias per value head.
+    pub dt_bias: &'a CudaSlice<f32>,
+    /// The gated norm's weight (`value_dim`).
+    pub norm_weight: &'a CudaSlice<f32>,
+    /// The gated norm's epsilon.
+    pub eps: f32,
+}
+
+/// One decode step's inputs, one token per span: `q`, `k` `[spans, key_heads, key_dim]`
+/// (normalised, `q` scaled), `v`, `z` `[spans, value_heads, value_dim]`, `b`, `a`
+/// `[spans, value_heads]`.
+pub struct GdnDecodeInputs<'a> {
+    /// Queries.
+    pub q: &'a CudaSlice<f32>,
+    /// Keys.
+    pub k: &'a CudaSlice<f32>,
+    /// Values.
+    pub v: &'a CudaSlice<f32>,
+    /// β logits.
+    pub b: &'a CudaSlice<f32>,
+    /// Decay inputs.
+    pub a: &'a CudaSlice<f32>,
+    /// Output gate.
+    pub z: &'a CudaSlice<f32>,
+}
+
+/// Runs the step: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
+/// span's slot (`slots` on the device, `slots_host` the same on the host: checked against
+/// the pool and for repeats before the launch) and writes `out`
+/// (`[spans, value_heads, value_dim]`).
+pub fn gdn_decode(
+    dev: &CudaDevice,
+    layer: &GdnDecodeLayer<'_>,
+    states: &mut CudaSlice<f32>,
+    slots: &CudaSlice<u32>,
+    slots_host: &[u32],
+    x: &GdnDecodeInputs<'_>,
+    out: &mut CudaSlice<f32>,
+) -> Result<()> {
+    const OP: &str = "gdn_decode";
+    let (hk, hv, dk, dv) = (
+        layer.key_heads,
+        layer.value_heads,
+        layer.key_dim,
+        layer.value_dim,
+    );
+    if hk == 0 || hv % hk != 0 || dk == 0 || dv == 0 || dk > MAX_HEAD_DIM || dv > MAX_HEAD_DIM {
+        return Err(ModelError::InvalidInput(format!(
+            "{OP}: {hk} key heads of {dk} and {hv} value heads of {dv} (value heads a multiple \
+             of key heads, widths 1..={MAX_HEAD_DIM})"
+        )));
+    }
+    let spans = slots_host.len();
+    check_len(OP, "slots", spans, slots.len())?;
+    check_len(OP, "q", spans * hk * dk, x.q.len())?;
+    check_len(OP, "k", spans * hk * dk, x.k.len())?;
+    check_len(OP, "v", spans * hv * dv, x.v.len())?;
+    check_len(OP, "z", spans * hv * dv, x.z.len())?;
+    check_len(OP, "b", spans * hv, x.b.len())?;
+    check_len(OP, "a", spans * hv, x.a.len())?;
+    check_len(OP, "out", spans * hv * dv, out.len())?;
+    check_len(OP, "neg_a", hv, layer.neg_a.len())?;
+    check_len(OP, "dt_bias", hv, layer.dt_bias.len())?;
+    check_len(OP, "norm weight", dv, layer.norm_weight.len())?;
+    let per_slot = hv * dk * dv;
+    let pool = states.len() / per_slot;
+    check_len(OP, "states", pool * per_slot, states.len())?;
+    for (i, &s) in slots_host.iter().enumerate() {
+        if s as usize >= pool || slots_host[..i].contains(&s) {
+            return Err(ModelError::InvalidInput(format!(
+                "{OP}: slot {s} (of a pool of {pool}) is out of range or used twice"
+            )));
+        }
+    }
+    if spans == 0 {
+        return Ok(());
+    }
+    let dims = [
+        dim_u32(OP, "key heads", hk)?,
+        dim_u32(OP, "value heads", hv)?,
+        dim_u32(OP, "key dim", dk)?,
+        dim_u32(OP, "value dim", dv)?,
+    ];
+    let func = dev.function(&GDN, "eq_gdn_decode_f32")?;
+    let cfg = LaunchConfig {
+        grid_dim: (dims[1], dim_u32(OP, "spans", spans)?, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = dev.stream().launch_builder(&func);
+    launch
+        .arg(states)
+        .arg(slots)
+        .arg(x.q)
+        .arg(x.k)
+        .arg(x.v)
+        .arg(x.b)
+        .arg(x.a)
+        .arg(x.z)
+        .arg(layer.neg_a)
+        .arg(layer.dt_bias)
+        .arg(layer.norm_weight)
+        .arg(out)
+        .arg(&dims[0])
+        .arg(&dims[1])
+        .arg(&dims[2])
+        .arg(&dims[3])
+        .arg(&layer.eps);
+    // SAFETY: matches eq_gdn_decode_f32's parameter list (gdn.cu). Every buffer's length
+    // was checked against the shape above, the slots are distinct and inside the pool
+    // (checked on the host copy), dk, dv ≤ EQ_GDN_MAX_DIM (the shared buffers), and the
+    // grid is (value heads, spans) with EQ_GDN_THREADS threads as the kernel expects.
+    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    Ok(())
+}

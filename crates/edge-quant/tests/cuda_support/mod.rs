@@ -1,0 +1,89 @@
+//! Shared by the GPU test files: the device, deterministic data, bf16 rounding and
+//! event timing.
+#![allow(dead_code)] // each test file uses its own subset
+
+use edge_core::cuda::{CudaDevice, KernelCache};
+use half::bf16;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+/// cuda:0 with the PTX cache in `EDGE_QUANT_PTX_CACHE` (default: a temp-dir folder).
+pub fn device() -> Arc<CudaDevice> {
+    static DEVICE: OnceLock<Arc<CudaDevice>> = OnceLock::new();
+    DEVICE
+        .get_or_init(|| {
+            let dir = std::env::var_os("EDGE_QUANT_PTX_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| std::env::temp_dir().join("edge-quant-ptx-cache"));
+            let dev = CudaDevice::new(0, KernelCache::in_dir(dir)).expect("open cuda:0");
+            println!("device: {dev:?}");
+            dev
+        })
+        .clone()
+}
+
+/// splitmix64: deterministic data without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn uniform(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Roughly normal (Irwin–Hall with 4 terms), unit variance.
+    pub fn normal(&mut self) -> f32 {
+        let s: f32 = (0..4).map(|_| self.uniform()).sum();
+        (s - 2.0) * 3f32.sqrt()
+    }
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Weight-like data: N(0, 0.05²), sparse outliers ×40, one all-zero block, one block of
+/// tiny values and exact E2M1 ties (which exercise every rounding rule).
+pub fn weight_data(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let mut x: Vec<f32> = (0..rows * cols).map(|_| 0.05 * rng.normal()).collect();
+    for i in (0..x.len()).step_by(97) {
+        x[i] *= 40.0;
+    }
+    x[16..32].fill(0.0);
+    if x.len() >= 64 {
+        for (i, v) in x[32..48].iter_mut().enumerate() {
+            *v = (i as f32 - 7.5) * 1e-7;
+        }
+        let ties = [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0];
+        for (i, v) in x[48..64].iter_mut().enumerate() {
+            *v = ties[i % 8] * if i < 8 { 1.0 } else { -1.0 };
+        }
+    }
+    x
+}
+
+/// The bf16 bits of `x` (nearest even) and their f32 values.
+pub fn to_bf16_bits(x: &[f32]) -> (Vec<u16>, Vec<f32>) {
+    let bits: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
+    let wide = bits.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
+    (bits, wide)
+}
+
+/// Times `f` with CUDA events: 3 warm-up calls, then the mean of `iters`, in µs.
+pub fn time_us(dev: &CudaDevice, iters: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = dev.stream().record_event(flags).unwrap();
+    for _ in 0..iters {
+        f();
+    }
+    let end = dev.stream().record_event(flags).unwrap();
+    f64::from(start.elapsed_ms(&end).unwrap()) * 1e3 / iters as f64
+}

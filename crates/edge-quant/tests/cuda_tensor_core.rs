@@ -1,0 +1,165 @@
+//! The tensor-core NVFP4 product (`nvfp4_linear_tc*`, kernels/nvfp4/mma.cu) on a GPU:
+//! parity against f64 products of the dequantized weights and the bf16-rounded
+//! activations, and the 27B-shaped sweep that compares it with the CUDA-core kernels and
+//! the device's copy bandwidth. Every test is ignored (it needs a GPU); run them with
+//! `cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored --nocapture --test-threads=1`
+//! or through `tools/device/cuda_checks.sh`.
+#![cfg(feature = "cuda")]
+
+mod cuda_support;
+
+use cuda_support::{Rng, device, time_us, to_bf16_bits, weight_data};
+use edge_quant::Nvfp4Tensor;
+use edge_quant::cuda::{self as qc, CudaNvfp4Tensor};
+
+/// Bound on `|y − y_ref|` relative to `Σ_k |x̂_k·ŵ_k|`: the products are exact and the
+/// tensor cores sum them in (at least) f32, then the CTA adds its warps' partials and
+/// multiplies by the global scale; with the largest K here (17,408) the f32 rounding
+/// stays well below this.
+const TC_REL_TOLERANCE: f64 = 1e-4;
+
+/// Checks `y` against f64 products of `xs` (already bf16-rounded) and the dequantized
+/// rows; returns the largest relative error.
+fn check(w: &Nvfp4Tensor, xs: &[f32], tokens: usize, y: &[f32], what: &str) -> f64 {
+    let (rows, cols) = (w.rows(), w.cols());
+    let mut row = vec![0.0f32; cols];
+    let mut worst = 0.0f64;
+    for r in 0..rows {
+        w.dequantize_row(r, &mut row);
+        for t in 0..tokens {
+            let xr = &xs[t * cols..(t + 1) * cols];
+            let (mut want, mut mag) = (0.0f64, 0.0f64);
+            for (&a, &b) in xr.iter().zip(&row) {
+                let p = f64::from(a) * f64::from(b);
+                want += p;
+                mag += p.abs();
+            }
+            let got = f64::from(y[t * rows + r]);
+            let err = (got - want).abs();
+            assert!(
+                err <= TC_REL_TOLERANCE * mag + 1e-30,
+                "{what}: y[{t}, {r}] = {got:e}, reference {want:e}, |err| {err:e} > tol · {mag:e}"
+            );
+            if mag > 0.0 {
+                worst = worst.max(err / mag);
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
+fn nvfp4_tensor_core_matches_reference() {
+    let dev = device();
+    // K % 32 == 0 and == 16 (narrow loads), K below one 128-element chunk, a tail chunk,
+    // rows not a multiple of the CTA's 32; token counts across all four tiles.
+    let shapes = [(257, 1024), (96, 528), (40, 16), (33, 2064), (64, 17408)];
+    let mut worst = 0.0f64;
+    for (i, &(rows, cols)) in shapes.iter().enumerate() {
+        let w =
+            Nvfp4Tensor::quantize(rows, cols, &weight_data(rows, cols, 300 + i as u64)).unwrap();
+        let gw = CudaNvfp4Tensor::upload(&dev, &w).unwrap();
+        for tokens in [1, 3, 8, 9, 16, 17, 32, 33, 64, 70] {
+            let mut rng = Rng((rows * 7919 + tokens) as u64);
+            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let (bits, wide) = to_bf16_bits(&x);
+            let yf = qc::nvfp4_linear_tc(&dev, &gw, &dev.upload(&x).unwrap(), tokens).unwrap();
+            let yb =
+                qc::nvfp4_linear_tc_bf16(&dev, &gw, &dev.upload(&bits).unwrap(), tokens).unwrap();
+            let (yf, yb) = (dev.download(&yf).unwrap(), dev.download(&yb).unwrap());
+            let what = format!("{rows}x{cols} tokens={tokens}");
+            worst = worst.max(check(&w, &wide, tokens, &yb, &what));
+            // f32 input is rounded to bf16 in the kernel: the same arithmetic follows.
+            let same = yf.iter().zip(&yb).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{what}: f32 and bf16 inputs differ");
+        }
+    }
+    println!(
+        "NVFP4 tensor cores: worst |err| / Σ|x̂ŵ| = {worst:.3e} (tolerance {TC_REL_TOLERANCE:e})"
+    );
+}
+
+/// One pass over `mats` with `f`, timed.
+fn pass_us(
+    dev: &qc::CudaDevice,
+    mats: &[CudaNvfp4Tensor],
+    f: impl Fn(&CudaNvfp4Tensor, &mut qc::CudaSlice<f32>),
+    ys: &mut [qc::CudaSlice<f32>],
+) -> f64 {
+    time_us(dev, 10, || {
+        for (w, y) in mats.iter().zip(ys.iter_mut()) {
+            f(w, y);
+        }
+    })
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
+fn nvfp4_mlp_sweep_27b() {
+    let dev = device();
+    // 16 distinct Qwen3.6-27B MLP matrices (gate/up 5120 → 17408, down 17408 → 5120):
+    // together far larger than L2, so every pass reads its weights from DRAM.
+    let mut rng = Rng(27);
+    let mats: Vec<CudaNvfp4Tensor> = (0..16)
+        .map(|i| {
+            let (rows, cols) = if i % 3 == 2 {
+                (5120, 17408)
+            } else {
+                (17408, 5120)
+            };
+            let scales: Vec<u8> = (0..rows * cols / 16)
+                .map(|_| 0x28 + (rng.next() % 32) as u8)
+                .collect();
+            let w = Nvfp4Tensor::from_parts(rows, cols, rng.bytes(rows * cols / 2), scales, 1e-3)
+                .unwrap();
+            CudaNvfp4Tensor::upload(&dev, &w).unwrap()
+        })
+        .collect();
+    let weight_bytes: usize = mats.iter().map(|m| m.storage_bytes()).sum();
+
+    // The copy bandwidth this device reaches (read + write of 1 GiB).
+    let src = dev.zeros::<u8>(1 << 30).unwrap();
+    let mut dst = dev.zeros::<u8>(1 << 30).unwrap();
+    let copy_us = time_us(&dev, 10, || {
+        dev.stream().memcpy_dtod(&src, &mut dst).unwrap()
+    });
+    let copy_gbs = 2.0 * (1u64 << 30) as f64 / copy_us / 1e3;
+    drop((src, dst));
+    println!(
+        "weights {:.2} GB in 16 matrices; device-to-device copy {copy_gbs:.0} GB/s",
+        weight_bytes as f64 / 1e9
+    );
+    println!("tokens | CUDA cores µs  GB/s | tensor cores µs  GB/s  of copy");
+    for tokens in [1, 2, 4, 8, 16, 32, 64] {
+        let x: Vec<f32> = (0..tokens * 17408).map(|_| rng.normal()).collect();
+        let (bits, _) = to_bf16_bits(&x);
+        // Activations for both input widths, uploaded once (not inside the timing).
+        let x5120 = dev.upload(&bits[..tokens * 5120]).unwrap();
+        let x17408 = dev.upload(&bits).unwrap();
+        let mut ys: Vec<_> = mats
+            .iter()
+            .map(|m| dev.zeros::<f32>(tokens * m.rows()).unwrap())
+            .collect();
+        let x_of = |w: &CudaNvfp4Tensor| if w.cols() == 5120 { &x5120 } else { &x17408 };
+        let cores = pass_us(
+            &dev,
+            &mats,
+            |w, y| qc::nvfp4_linear_bf16_into(&dev, w, x_of(w), tokens, y).unwrap(),
+            &mut ys,
+        );
+        let tc = pass_us(
+            &dev,
+            &mats,
+            |w, y| qc::nvfp4_linear_tc_bf16_into(&dev, w, x_of(w), tokens, y).unwrap(),
+            &mut ys,
+        );
+        let gbs = |us: f64| weight_bytes as f64 / us / 1e3;
+        println!(
+            "{tokens:6} | {cores:10.0} {:6.0} | {tc:12.0} {:6.0}  {:5.1}%",
+            gbs(cores),
+            gbs(tc),
+            100.0 * gbs(tc) / copy_gbs
+        );
+    }
+}

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Checks the model's element-wise, norm and argmax kernels (kernels/model/) on the host,
+against numpy references written from the CPU backend's definitions
+(crates/edge-model/src/cpu/norm.rs, logits.rs). Same emulator as check.py.
+
+Usage: python3 kernels/host_emulation/check_model.py   (needs g++ with C++20, and numpy)
+"""
+
+import ctypes
+import sys
+
+import numpy as np
+
+from check import F32, build, ptr, to_bf16
+
+p, u64, u32, f, i32 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_float, ctypes.c_int
+
+
+def setup(lib):
+    lib.emu_add.argtypes = [p, p, u64]
+    lib.emu_gate.argtypes = [i32, p, p, u64]
+    lib.emu_concat_rows.argtypes = [p, p, p, u32, u64]
+    lib.emu_gather_rows.argtypes = [p, p, p, u32, u64]
+    lib.emu_embed_bf16.argtypes = [p, p, p, u32, u64]
+    lib.emu_rms_norm.argtypes = [p, p, p, u32, u32, f]
+    lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
+    lib.emu_argmax.argtypes = [p, p, u32, u32]
+    lib.emu_gdn_decode.argtypes = [p] * 12 + [u32] * 5 + [f]
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
+
+
+def close(got, want, rel, what):
+    err = np.abs(got.astype(np.float64) - want) / np.maximum(np.abs(want), 1e-30)
+    assert (err <= rel).all(), f"{what}: worst relative error {err.max():.3e}"
+    return float(err.max())
+
+
+def check_elementwise(lib, rng):
+    n = 1000  # not a multiple of the block: tails, and 3 blocks wrap the grid stride
+    x, y = rng.standard_normal(n).astype(F32), rng.standard_normal(n).astype(F32)
+    got = x.copy()
+    lib.emu_add(ptr(got), ptr(y), n)
+    assert np.array_equal(got, x + y), "add"
+    g = (rng.standard_normal(n) * 4).astype(F32)
+    for sig, want in [(0, x * g * sigmoid(g)), (1, x * sigmoid(g))]:
+        got = x.copy()
+        lib.emu_gate(sig, ptr(g), ptr(got), n)
+        close(got, want, 1e-6, f"gate sigmoid={sig}")
+    rows, width = 7, 33
+    a, b = rng.standard_normal((rows, width)).astype(F32), rng.standard_normal((rows, width)).astype(F32)
+    out = np.zeros((rows, 2 * width), F32)
+    lib.emu_concat_rows(ptr(a), ptr(b), ptr(out), width, rows)
+    assert np.array_equal(out, np.concatenate([a, b], axis=1)), "concat_rows"
+    idx = np.array([6, 0, 3, 3, 1], np.uint32)
+    out = np.zeros((idx.size, width), F32)
+    lib.emu_gather_rows(ptr(a), ptr(idx), ptr(out), width, idx.size)
+    assert np.array_equal(out, a[idx]), "gather_rows"
+    table_bits, table = to_bf16(rng.standard_normal(50 * width).astype(F32))
+    ids = np.array([49, 0, 17, 17], np.uint32)
+    out = np.zeros((ids.size, width), F32)
+    lib.emu_embed_bf16(ptr(table_bits), ptr(ids), ptr(out), width, ids.size)
+    assert np.array_equal(out, table.reshape(50, width)[ids]), "embed_bf16"
+    print("model element-wise (add, gates, concat, gather, embed): match")
+
+
+def check_norms(lib, rng):
+    worst = 0.0
+    for rows, width in [(3, 5120), (5, 128), (2, 33), (1, 1)]:
+        x = (rng.standard_normal((rows, width)) * 3).astype(F32)
+        w = (rng.standard_normal(width) * 0.1).astype(F32)
+        eps = 1e-6
+        out = np.zeros_like(x)
+        lib.emu_rms_norm(ptr(x), ptr(w), ptr(out), width, rows, eps)
+        xd = x.astype(np.float64)
+        inv = 1.0 / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + eps)
+        worst = max(worst, close(out, xd * inv * (1.0 + w), 2e-6, f"rms_norm {rows}x{width}"))
+        z = (rng.standard_normal((rows, width)) * 2).astype(F32)
+        o = x.copy()
+        lib.emu_gated_rms_norm(ptr(o), ptr(z), ptr(w), width, rows, eps)
+        want = xd * inv * w * z * sigmoid(z)
+        worst = max(worst, close(o, want, 4e-6, f"gated_rms_norm {rows}x{width}"))
+    print(f"model norms (zero-centred, gated): worst relative error {worst:.2e}")
+
+
+def check_argmax(lib, rng):
+    vocab = 3000
+    rows = rng.standard_normal((6, vocab)).astype(F32)
+    rows[1, [5, 2900]] = 50.0  # tie: the first index wins
+    rows[2, :] = np.nan
+    rows[3, :] = -np.inf
+    rows[4, ::2] = np.nan
+    rows[4, 1001] = 9.0
+    rows[5, :] = 1.0
+    out = np.zeros(6, np.uint32)
+    lib.emu_argmax(ptr(rows), ptr(out), vocab, 6)
+    want = [int(np.argmax(rows[0])), 5, 0, 0, 1001, 0]
+    assert list(out) == want, f"argmax {list(out)} != {want}"
+    print("model argmax (ties, NaN, -inf rows): match")
+
+
+NEGLIGIBLE = 8.673617e-19
+
+
+def gdn_decode_ref(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, w, hk, eps):
+    """The CPU backend's single-token delta rule + gated norm, in float64."""
+    spans, hv, dv = v.shape
+    dk = q.shape[2]
+    out = np.zeros((spans, hv, dv))
+    states = states.astype(np.float64)
+    for s in range(spans):
+        for j in range(hv):
+            kh = j // (hv // hk)
+            kk, qq = k[s, kh].astype(np.float64), q[s, kh].astype(np.float64)
+            beta = 1 / (1 + np.exp(-float(b[s, j])))
+            x = float(a[s, j]) + float(dt_bias[j])
+            g = float(neg_a[j]) * (x if x > 20 else np.log1p(np.exp(x)))
+            d = 0.0 if g < np.log(NEGLIGIBLE) else np.exp(g)
+            S = states[slot_of[s], j]
+            ac, bc = kk @ S, qq @ S
+            delta = beta * (v[s, j] - d * ac)
+            o = d * bc + (kk @ qq) * delta
+            S[:] = d * S + np.outer(kk, delta)
+            S[np.abs(S) < NEGLIGIBLE] = 0
+            zz = z[s, j].astype(np.float64)
+            out[s, j] = o / np.sqrt((o * o).mean() + eps) * w * zz / (1 + np.exp(-zz))
+    return states, out
+
+
+def check_gdn_decode(lib, rng):
+    for spans, hk, hv, dk, dv in [(3, 2, 4, 64, 128), (2, 1, 2, 128, 200), (1, 2, 2, 16, 8)]:
+        slots = spans + 2
+        states = (rng.standard_normal((slots, hv, dk, dv)) * 0.1).astype(F32)
+        states[0, 0, 0, :4] = 1e-20  # flushed to zero by the update
+        slot_of = rng.permutation(slots)[:spans].astype(np.uint32)
+
+        def unit(shape):
+            x = rng.standard_normal(shape)
+            return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(F32)
+
+        q, k = (unit((spans, hk, dk)) / np.sqrt(dk)).astype(F32), unit((spans, hk, dk))
+        v, z = rng.standard_normal((spans, hv, dv)).astype(F32), rng.standard_normal((spans, hv, dv)).astype(F32)
+        b, a = rng.standard_normal((spans, hv)).astype(F32), (rng.standard_normal((spans, hv)) * 3).astype(F32)
+        a[0, 0] = 30.0  # softplus past its threshold
+        neg_a = -np.exp(rng.standard_normal(hv)).astype(F32)
+        neg_a[-1] = -60.0  # a decay below 2^-60: forgets everything
+        dt_bias = rng.standard_normal(hv).astype(F32)
+        w = (1 + 0.1 * rng.standard_normal(dv)).astype(F32)
+        want_states, want = gdn_decode_ref(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, w, hk, 1e-6)
+        got_states, out = states.copy(), np.zeros((spans, hv, dv), F32)
+        lib.emu_gdn_decode(ptr(got_states), ptr(slot_of), ptr(q), ptr(k), ptr(v), ptr(b), ptr(a), ptr(z),
+                           ptr(neg_a), ptr(dt_bias), ptr(w), ptr(out), spans, hk, hv, dk, dv, 1e-6)
+        err = np.abs(out - want).max() / np.abs(want).max()
+        assert err < 1e-5, f"gdn out {spans},{hk},{hv},{dk},{dv}: {err:.2e}"
+        serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
+        assert serr < 1e-5, f"gdn states: {serr:.2e}"
+        untouched = np.setdiff1d(np.arange(slots), slot_of)
+        assert np.array_equal(got_states[untouched], states[untouched]), "other slots untouched"
+    print("model GDN decode step (delta rule + gated norm, state slots): match")
+
+
+def main():
+    lib = build()
+    setup(lib)
+    rng = np.random.default_rng(11)
+    check_elementwise(lib, rng)
+    check_norms(lib, rng)
+    check_argmax(lib, rng)
+    check_gdn_decode(lib, rng)
+    print("host emulation: all model kernel checks passed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
