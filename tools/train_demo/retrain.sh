@@ -48,7 +48,7 @@ echo "== corpus -> $WORK/corpus"
 "$PY" "$HERE/gen_corpus.py" --out "$WORK/corpus" --seed "$SEED" --n-train 20000 --n-heldout 300
 if [ ${#CONTINUE[@]} -eq 0 ]; then
   echo "== tokenizer -> $OUT"
-  nice -n "$NICE" "$PY" "$HERE/train_tokenizer.py" --corpus "$WORK/corpus/train.jsonl" --out "$OUT" --vocab-size 8192
+  nice -n "$NICE" "$PY" "$HERE/train_tokenizer.py" --corpus "$WORK/corpus/train.jsonl" --out "$OUT" --vocab-size 4096
 fi
 echo "== chat template check"
 "$PY" "$HERE/check_template.py" --model "$OUT" --corpus "$WORK/corpus" --limit 2000

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # ----------------------------------------------------------------------------- data
 
 
-def load_corpus(path, tok, max_len, prompt_w, limit=None):
-    """Tokenize conversations; per-token loss weights from the assistant spans."""
+CALL_RE = re.compile(r"<tool_call>.*?</tool_call>", re.S)
+
+
+def load_corpus(path, tok, max_len, prompt_w, call_w=1.0, limit=None):
+    """Tokenize conversations; per-token loss weights from the assistant spans: 1, or call_w
+    inside a trained turn's ``<tool_call>`` blocks (the tokens that copy a name and a schema
+    from the tools block, the skill a new tool needs), prompt_w elsewhere."""
     recs = []
     with open(path) as f:
         for i, line in enumerate(f):
@@ -61,10 +67,13 @@ def load_corpus(path, tok, max_len, prompt_w, limit=None):
     for r, e in zip(recs, encs):
         ids = e.ids
         spans = r["spans"]
+        calls = [m.span() for m in CALL_RE.finditer(r["text"])]
         w = []
         for (s, _end) in e.offsets:
-            inside = any(a <= s < b for a, b in spans)
-            w.append(1.0 if inside else prompt_w)
+            if not any(a <= s < b for a, b in spans):
+                w.append(prompt_w)
+            else:
+                w.append(call_w if any(a <= s < b for a, b in calls) else 1.0)
         if len(ids) > max_len:
             truncated += 1
             ids, w = ids[:max_len], w[:max_len]
@@ -119,9 +128,10 @@ def use_autocast(choice):
 def losses(model, ids, w, autocast, gen=None):
     """Joint objective on a batch. The vocabulary projection and softmax, about a third of a
     step, run only at sampled target positions: every assistant token (w = 1) and each other
-    token with probability w (the prompt-loss weight), counted once. The ratio
-    sum(ce)/count over the sample estimates sum(w*ce)/sum(w) without bias in its numerator
-    and denominator, at a quarter of the softmax work. Returns (objective main, objective
+    token with probability w (the prompt-loss weight), counted once; sampled tokens weigh
+    max(w, 1), so tool-call tokens (w = --call-loss-weight) count more. The ratio
+    sum(v*ce)/sum(v) over the sample estimates sum(w*ce)/sum(w) without bias in its
+    numerator and denominator, at a quarter of the softmax work. Returns (objective main, objective
     MTP, assistant CE main, assistant CE MTP)."""
     B, T = ids.shape
     keep = (w >= 1) | ((w > 0) & (torch.rand(w.shape, generator=gen) < w))
@@ -134,8 +144,9 @@ def losses(model, ids, w, autocast, gen=None):
         mtp_logits = model.lm.lm_head(m[:, :-1][k2])  # predicts x_{t+2}
     ce = F.cross_entropy(logits.float(), ids[:, 1:][k1], reduction="none")
     ce2 = F.cross_entropy(mtp_logits.float(), ids[:, 2:][k2], reduction="none")
-    obj_main = ce.sum() / max(1, ce.numel())
-    obj_mtp = ce2.sum() / max(1, ce2.numel())
+    v1, v2 = w[:, 1:][k1].clamp(min=1), w[:, 2:][k2].clamp(min=1)
+    obj_main = (v1 * ce).sum() / v1.sum().clamp(min=1)
+    obj_mtp = (v2 * ce2).sum() / v2.sum().clamp(min=1)
     a1, a2 = (w[:, 1:] >= 1)[k1], (w[:, 2:] >= 1)[k2]
     asst_main = ce.detach()[a1].sum() / a1.sum().clamp(min=1)
     asst_mtp = ce2.detach()[a2].sum() / a2.sum().clamp(min=1)
@@ -210,6 +221,8 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--mtp-weight", type=float, default=0.5)
     ap.add_argument("--prompt-loss-weight", type=float, default=0.1)
+    ap.add_argument("--call-loss-weight", type=float, default=2.0,
+                    help="loss weight of assistant tokens inside <tool_call> blocks (others: 1)")
     ap.add_argument("--autocast", choices=["auto", "on", "off"], default="auto",
                     help="bf16 autocast: auto uses it only where the CPU has native bf16 dot products "
                          "(AVX-512 BF16 or AMX); without them PyTorch emulates bf16 and a step takes ~15x longer")
@@ -265,7 +278,8 @@ def main():
 
     tok = Tokenizer.from_file(os.path.join(args.tokenizer, "tokenizer.json"))
     im_end, eot = tok.token_to_id(IM_END), tok.token_to_id(ENDOFTEXT)
-    data, truncated = load_corpus(os.path.join(args.corpus, "train.jsonl"), tok, args.max_len, args.prompt_loss_weight, args.limit)
+    data, truncated = load_corpus(os.path.join(args.corpus, "train.jsonl"), tok, args.max_len, args.prompt_loss_weight,
+                                   args.call_loss_weight, args.limit)
     n_tok = sum(len(d[0]) for d in data)
     print(f"corpus: {len(data)} conversations, {n_tok / 1e6:.2f}M tokens ({truncated} truncated to {args.max_len}), "
           f"loaded in {time.time() - t0:.1f}s")

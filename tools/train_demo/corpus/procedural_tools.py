@@ -49,7 +49,7 @@ def vocab(split):
     return Vocab(split)
 
 
-PSEUDO_P = 0.25
+PSEUDO_P = 0.5
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gl", "kr", "pl", "st", "tr"]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou"]
 _CODAS = ["", "", "", "n", "r", "l", "s", "k", "m", "x"]
