@@ -26,6 +26,7 @@ def setup(lib):
     lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_argmax.argtypes = [p, p, u32, u32]
     lib.emu_gdn_decode.argtypes = [p] * 12 + [u32] * 5 + [f]
+    lib.emu_gdn_conv_decode.argtypes = [p] * 7 + [u32] * 6
 
 
 def sigmoid(x):
@@ -161,6 +162,38 @@ def check_gdn_decode(lib, rng):
     print("model GDN decode step (delta rule + gated norm, state slots): match")
 
 
+def check_gdn_conv_decode(lib, rng):
+    for spans, hk, hv, dk, dv, kernel in [(3, 2, 4, 64, 128, 4), (2, 1, 2, 200, 16, 2), (1, 1, 1, 8, 8, 1)]:
+        c = 2 * hk * dk + hv * dv
+        slots = spans + 1
+        hist = kernel - 1
+        windows = rng.standard_normal((slots, hist, c)).astype(F32)
+        slot_of = rng.permutation(slots)[:spans].astype(np.uint32)
+        qkv = rng.standard_normal((spans, c)).astype(F32)
+        taps = (rng.standard_normal((kernel, c)) * 0.5).astype(F32)
+        want_win = windows.astype(np.float64)
+        conv = np.zeros((spans, c))
+        for s in range(spans):
+            rows = np.concatenate([want_win[slot_of[s]], qkv[s][None].astype(np.float64)])
+            o = (taps.astype(np.float64) * rows).sum(axis=0)
+            conv[s] = o / (1 + np.exp(-o))
+            want_win[slot_of[s]] = rows[1:]
+        qk = conv[:, :2 * hk * dk].reshape(spans, 2 * hk, dk)
+        qk = qk / np.sqrt((qk * qk).sum(axis=-1, keepdims=True) + 1e-6)
+        want_q, want_k = qk[:, :hk] / np.sqrt(dk), qk[:, hk:]
+        want_v = conv[:, 2 * hk * dk:].reshape(spans, hv, dv)
+        win = windows.copy()
+        q, k, v = (np.zeros((spans, hk, dk), F32), np.zeros((spans, hk, dk), F32),
+                   np.zeros((spans, hv, dv), F32))
+        lib.emu_gdn_conv_decode(ptr(win), ptr(slot_of), ptr(qkv), ptr(taps), ptr(q), ptr(k), ptr(v),
+                                spans, hk, hv, dk, dv, kernel)
+        for name, got, want in [("q", q, want_q), ("k", k, want_k), ("v", v, want_v)]:
+            err = np.abs(got - want).max() / np.abs(want).max()
+            assert err < 1e-6, f"gdn conv {name} {spans},{hk},{hv},{dk},{dv},{kernel}: {err:.2e}"
+        assert np.array_equal(win, want_win.astype(F32)), "conv windows shift exactly"
+    print("model GDN conv decode step (conv + SiLU, window shift, q/k L2 norms): match")
+
+
 def main():
     lib = build()
     setup(lib)
@@ -169,6 +202,7 @@ def main():
     check_norms(lib, rng)
     check_argmax(lib, rng)
     check_gdn_decode(lib, rng)
+    check_gdn_conv_decode(lib, rng)
     print("host emulation: all model kernel checks passed")
 
 

@@ -356,4 +356,12 @@ void emu_gdn_decode(float* states, const eq_u32* slot_of, const float* q, const 
                           hv, dk, dv, eps);
     });
 }
+
+void emu_gdn_conv_decode(float* windows, const eq_u32* slot_of, const float* qkv,
+                         const float* taps, float* q, float* k, float* v, eq_u32 spans,
+                         eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
+    launch(dim3{2 * hk + hv, spans, 1}, EQ_GDN_THREADS, [=] {
+        eq_gdn_conv_decode_f32(windows, slot_of, qkv, taps, q, k, v, hk, hv, dk, dv, kernel);
+    });
+}
 }

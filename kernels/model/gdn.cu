@@ -1,8 +1,19 @@
-// Gated DeltaNet decode step: the single-token gated delta rule of every one-row span and
-// value head, then the gated RMSNorm, as the CPU backend computes it
-// (crates/edge-model/src/cpu/delta_rule.rs::recurrent and cpu/gdn.rs::recurrence).
-// Prepended by kernels/common/formats.cuh; uses eq_block_sum-style reductions of its own.
+// Gated DeltaNet decode step for one-row spans, as the CPU backend computes it:
+//  * eq_gdn_conv_decode_f32: the causal depthwise conv + SiLU of the q/k/v projections,
+//    continuing each span's conv window, then the per-head L2 norm of q and k (q also
+//    scaled by 1/√dk) (crates/edge-model/src/cpu/conv.rs and cpu/gdn.rs::conv);
+//  * eq_gdn_decode_f32: the single-token gated delta rule of every value head, then the
+//    gated RMSNorm (cpu/delta_rule.rs::recurrent and cpu/gdn.rs::recurrence).
+// Prepended by kernels/common/formats.cuh.
 //
+// The conv. qkv is [spans, C] with C = 2·hk·dk + hv·dv channels in the order q heads,
+// k heads, v heads; taps are [kernel, C]; windows[slot] is [kernel − 1, C], oldest row
+// first. Per channel c: o = silu(Σ_{i < kernel−1} taps[i, c]·win[i, c] + taps[kernel−1,
+// c]·x[c]), then the window shifts by one row and x becomes its newest row. Outputs q, k
+// [spans, hk, dk] and v [spans, hv, dv] (for one-row spans, the channel order).
+// Launch shape: block EQ_GDN_THREADS, grid (2·hk + hv, spans): a block per head.
+//
+// The recurrence:
 // Per span s (one token) and value head j (key head kh = j / (hv / hk)), with the state
 // S = states[slot_of[s], j] ([dk, dv], row-major):
 //   β = sigmoid(b[s, j]);  g = neg_a[j] · softplus(a[s, j] + dt_bias[j]);  d = e^g
@@ -21,6 +32,74 @@
 #define EQ_GDN_MAX_DIM 256
 #define EQ_GDN_NEGLIGIBLE 8.673617e-19f
 #define EQ_GDN_LN_NEGLIGIBLE -41.58883f
+
+// Sum of v over the block (blockDim.x a multiple of 32, at most EQ_GDN_THREADS); every
+// thread gets the same value. `part` is shared scratch of EQ_GDN_THREADS / 32 floats.
+__device__ __forceinline__ float eq_gdn_block_sum(float v, float* part) {
+    v = eq_warp_sum(v);
+    __syncthreads();  // part is free
+    if ((threadIdx.x & 31u) == 0u) {
+        part[threadIdx.x >> 5] = v;
+    }
+    __syncthreads();
+    float total = 0.0f;
+    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
+        total += part[w];
+    }
+    return total;
+}
+
+extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
+    eq_gdn_conv_decode_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
+                           const float* __restrict__ qkv, const float* __restrict__ taps,
+                           float* __restrict__ q, float* __restrict__ k, float* __restrict__ v,
+                           eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
+    __shared__ float os[EQ_GDN_MAX_DIM];
+    __shared__ float part[EQ_GDN_THREADS / 32];
+    const eq_u32 h = blockIdx.x;
+    const eq_u32 s = blockIdx.y;
+    const eq_u64 channels = 2ull * hk * dk + (eq_u64)hv * dv;
+    const bool is_v = h >= 2u * hk;
+    const eq_u32 width = is_v ? dv : dk;
+    const eq_u64 first = is_v ? 2ull * hk * dk + (eq_u64)(h - 2u * hk) * dv : (eq_u64)h * dk;
+    float* dst = h < hk ? q + ((eq_u64)s * hk + h) * dk
+               : !is_v  ? k + ((eq_u64)s * hk + h - hk) * dk
+                        : v + ((eq_u64)s * hv + h - 2u * hk) * dv;
+    const eq_u32 hist = kernel - 1u;
+    float* win = windows + (eq_u64)slot_of[s] * hist * channels;
+    const float* x = qkv + (eq_u64)s * channels;
+
+    float ss = 0.0f;
+    for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
+        const eq_u64 c = first + t;
+        float o = 0.0f;
+        for (eq_u32 i = 0; i < hist; ++i) {
+            o = fmaf(taps[(eq_u64)i * channels + c], win[(eq_u64)i * channels + c], o);
+        }
+        const float xc = x[c];
+        o = fmaf(taps[(eq_u64)hist * channels + c], xc, o);
+        o = o / (1.0f + expf(-o));
+        for (eq_u32 i = 0; i + 1u < hist; ++i) {
+            win[(eq_u64)i * channels + c] = win[(eq_u64)(i + 1u) * channels + c];
+        }
+        if (hist > 0u) {
+            win[(eq_u64)(hist - 1u) * channels + c] = xc;
+        }
+        os[t] = o;
+        ss = fmaf(o, o, ss);
+    }
+    float scale = 1.0f;
+    if (!is_v) {
+        // L2 norm with the GDN kernel's epsilon inside the root; queries also 1/√dk.
+        scale = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) + 1e-6f);
+        if (h < hk) {
+            scale *= 1.0f / sqrtf((float)dk);
+        }
+    }
+    for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
+        dst[t] = os[t] * scale;
+    }
+}
 
 __device__ __forceinline__ float eq_gdn_softplus(float x) {
     return x > 20.0f ? x : log1pf(expf(x));
@@ -81,16 +160,7 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
     }
 
     // Gated RMSNorm over the head's dv outputs.
-    ss = eq_warp_sum(ss);
-    if ((threadIdx.x & 31u) == 0u) {
-        part[threadIdx.x >> 5] = ss;
-    }
-    __syncthreads();
-    float total = 0.0f;
-    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
-        total += part[w];
-    }
-    const float inv = 1.0f / sqrtf(total / (float)dv + eps);
+    const float inv = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) / (float)dv + eps);
     const float* zr = z + ((eq_u64)s * hv + j) * dv;
     float* orow = out + ((eq_u64)s * hv + j) * dv;
     for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {

@@ -26,7 +26,7 @@ pub const ELEMENTWISE: KernelSource = model_kernel!("edge_model_elementwise", "e
 /// On-device greedy choice (`kernels/model/sampling.cu`).
 pub const SAMPLING: KernelSource = model_kernel!("edge_model_sampling", "sampling.cu");
 
-/// The Gated DeltaNet decode step (`kernels/model/gdn.cu`).
+/// The Gated DeltaNet decode step: conv and recurrence (`kernels/model/gdn.cu`).
 pub const GDN: KernelSource = model_kernel!("edge_model_gdn", "gdn.cu");
 
 /// The model's kernel sources.
@@ -48,7 +48,10 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     ("edge_model_sampling", &["eq_argmax_f32"]),
-    ("edge_model_gdn", &["eq_gdn_decode_f32"]),
+    (
+        "edge_model_gdn",
+        &["eq_gdn_conv_decode_f32", "eq_gdn_decode_f32"],
+    ),
 ];
 
 /// Every kernel source of the workspace, edge-quant's first, in a stable order.

@@ -4,7 +4,7 @@
 mod attention;
 pub(crate) mod attention_block;
 mod attention_paged;
-mod conv;
+pub(crate) mod conv;
 #[cfg(target_arch = "x86_64")]
 mod decode_attention_x86;
 pub(crate) mod delta_rule;

@@ -1,6 +1,7 @@
-//! The Gated DeltaNet decode step on the GPU (`kernels/model/gdn.cu`): for every one-token
-//! span and value head, the gated delta rule on the span's state slot and the gated
-//! RMSNorm, as `cpu::gdn::recurrence` computes them for one-row spans.
+//! The Gated DeltaNet decode step on the GPU (`kernels/model/gdn.cu`), for one-token
+//! spans: [`gdn_conv_decode`] (the causal conv + SiLU on each span's conv window, then
+//! the q/k L2 norms, as `cpu::gdn::conv`) and [`gdn_decode`] (the gated delta rule on each
+//! span's state slot and the gated RMSNorm, as `cpu::gdn::recurrence`).
 
 use super::ops::{check_len, cuda_err, dim_u32};
 use crate::kernel_sources::GDN;
@@ -51,6 +52,119 @@ pub struct GdnDecodeInputs<'a> {
     pub z: &'a CudaSlice<f32>,
 }
 
+/// Fails unless the slots are distinct and inside a pool of `pool`.
+fn check_slots(op: &str, slots_host: &[u32], pool: usize) -> Result<()> {
+    for (i, &s) in slots_host.iter().enumerate() {
+        if s as usize >= pool || slots_host[..i].contains(&s) {
+            return Err(ModelError::InvalidInput(format!(
+                "{op}: slot {s} (of a pool of {pool}) is out of range or used twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fails unless the head shape is one the kernels take.
+fn check_heads(op: &str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<()> {
+    if hk == 0
+        || !hv.is_multiple_of(hk)
+        || dk == 0
+        || dv == 0
+        || dk > MAX_HEAD_DIM
+        || dv > MAX_HEAD_DIM
+    {
+        return Err(ModelError::InvalidInput(format!(
+            "{op}: {hk} key heads of {dk} and {hv} value heads of {dv} (value heads a multiple \
+             of key heads, widths 1..={MAX_HEAD_DIM})"
+        )));
+    }
+    Ok(())
+}
+
+/// The conv of one decode step: `qkv` (`[spans, channels]`, channels = q heads, k heads,
+/// v heads) through the depthwise conv of `taps` (`[kernel, channels]`) continuing each
+/// span's window in `windows` (`[slots, kernel − 1, channels]`, oldest row first, updated),
+/// then SiLU; writes `q`, `k` (`[spans, key_heads, key_dim]`, L2-normalised, `q` scaled by
+/// `1/√key_dim`) and `v` (`[spans, value_heads, value_dim]`).
+#[allow(clippy::too_many_arguments)]
+pub fn gdn_conv_decode(
+    dev: &CudaDevice,
+    layer: &GdnDecodeLayer<'_>,
+    taps: &CudaSlice<f32>,
+    windows: &mut CudaSlice<f32>,
+    slots: &CudaSlice<u32>,
+    slots_host: &[u32],
+    qkv: &CudaSlice<f32>,
+    (q, k, v): (
+        &mut CudaSlice<f32>,
+        &mut CudaSlice<f32>,
+        &mut CudaSlice<f32>,
+    ),
+) -> Result<()> {
+    const OP: &str = "gdn_conv_decode";
+    let (hk, hv, dk, dv) = (
+        layer.key_heads,
+        layer.value_heads,
+        layer.key_dim,
+        layer.value_dim,
+    );
+    check_heads(OP, hk, hv, dk, dv)?;
+    let channels = 2 * hk * dk + hv * dv;
+    let kernel = taps.len() / channels;
+    if kernel == 0 || taps.len() != kernel * channels {
+        return Err(ModelError::InvalidInput(format!(
+            "{OP}: {} taps are not rows of the {channels} channels",
+            taps.len()
+        )));
+    }
+    let spans = slots_host.len();
+    check_len(OP, "slots", spans, slots.len())?;
+    check_len(OP, "qkv", spans * channels, qkv.len())?;
+    check_len(OP, "q", spans * hk * dk, q.len())?;
+    check_len(OP, "k", spans * hk * dk, k.len())?;
+    check_len(OP, "v", spans * hv * dv, v.len())?;
+    let per_slot = (kernel - 1) * channels;
+    // A kernel of 1 keeps no window: any slot number is accepted.
+    let pool = windows.len().checked_div(per_slot).unwrap_or(usize::MAX);
+    if per_slot != 0 {
+        check_len(OP, "windows", pool * per_slot, windows.len())?;
+    }
+    check_slots(OP, slots_host, pool)?;
+    if spans == 0 {
+        return Ok(());
+    }
+    let dims = [
+        dim_u32(OP, "key heads", hk)?,
+        dim_u32(OP, "value heads", hv)?,
+        dim_u32(OP, "key dim", dk)?,
+        dim_u32(OP, "value dim", dv)?,
+        dim_u32(OP, "kernel", kernel)?,
+    ];
+    let func = dev.function(&GDN, "eq_gdn_conv_decode_f32")?;
+    let cfg = LaunchConfig {
+        grid_dim: (2 * dims[0] + dims[1], dim_u32(OP, "spans", spans)?, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = dev.stream().launch_builder(&func);
+    launch
+        .arg(windows)
+        .arg(slots)
+        .arg(qkv)
+        .arg(taps)
+        .arg(q)
+        .arg(k)
+        .arg(v);
+    for d in &dims {
+        launch.arg(d);
+    }
+    // SAFETY: matches eq_gdn_conv_decode_f32's parameters (gdn.cu). Lengths checked above
+    // against the shape, slots distinct and inside the window pool, dk, dv ≤
+    // EQ_GDN_MAX_DIM; grid (2·hk + hv, spans) with EQ_GDN_THREADS threads.
+    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    Ok(())
+}
+
 /// Runs the step: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
 /// span's slot (`slots` on the device, `slots_host` the same on the host: checked against
 /// the pool and for repeats before the launch) and writes `out`
@@ -71,12 +185,7 @@ pub fn gdn_decode(
         layer.key_dim,
         layer.value_dim,
     );
-    if hk == 0 || hv % hk != 0 || dk == 0 || dv == 0 || dk > MAX_HEAD_DIM || dv > MAX_HEAD_DIM {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: {hk} key heads of {dk} and {hv} value heads of {dv} (value heads a multiple \
-             of key heads, widths 1..={MAX_HEAD_DIM})"
-        )));
-    }
+    check_heads(OP, hk, hv, dk, dv)?;
     let spans = slots_host.len();
     check_len(OP, "slots", spans, slots.len())?;
     check_len(OP, "q", spans * hk * dk, x.q.len())?;
@@ -92,13 +201,7 @@ pub fn gdn_decode(
     let per_slot = hv * dk * dv;
     let pool = states.len() / per_slot;
     check_len(OP, "states", pool * per_slot, states.len())?;
-    for (i, &s) in slots_host.iter().enumerate() {
-        if s as usize >= pool || slots_host[..i].contains(&s) {
-            return Err(ModelError::InvalidInput(format!(
-                "{OP}: slot {s} (of a pool of {pool}) is out of range or used twice"
-            )));
-        }
-    }
+    check_slots(OP, slots_host, pool)?;
     if spans == 0 {
         return Ok(());
     }

@@ -297,3 +297,98 @@ fn gdn_decode_matches_cpu() {
         "a slot used twice"
     );
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
+fn gdn_conv_decode_matches_cpu() {
+    use crate::cpu::conv::{ConvRange, conv_range};
+    let dev = device();
+    let (spans, hk, hv, dk, dv, kernel, slots) = (2, 16, 48, 128, 128, 4, 3);
+    let channels = 2 * hk * dk + hv * dv;
+    let slot_ids = [2u32, 0];
+    let qkv = values(spans * channels, 30, 2.0);
+    let taps = values(kernel * channels, 31, 0.5);
+    let windows = values(slots * (kernel - 1) * channels, 32, 2.0);
+
+    // CPU: the whole channel range of each span through conv_range, then the norms.
+    let mut want_windows = windows.clone();
+    let mut want = vec![0.0f32; spans * channels];
+    for (s, &slot) in slot_ids.iter().enumerate() {
+        let win =
+            &mut want_windows[slot as usize * (kernel - 1) * channels..][..(kernel - 1) * channels];
+        let mut range = ConvRange {
+            first: 0,
+            history: win.chunks_exact_mut(channels).collect(),
+            out: &mut want[s * channels..][..channels],
+        };
+        conv_range(&qkv[s * channels..][..channels], 1, &taps, &mut range);
+        for (h, head) in want[s * channels..][..2 * hk * dk]
+            .chunks_exact_mut(dk)
+            .enumerate()
+        {
+            norm::l2_norm(head);
+            if h < hk {
+                head.iter_mut().for_each(|e| *e *= 1.0 / (dk as f32).sqrt());
+            }
+        }
+    }
+
+    let up = |x: &[f32]| dev.upload(x).unwrap();
+    let unused = up(&[0.0]);
+    let layer = GdnDecodeLayer {
+        key_heads: hk,
+        value_heads: hv,
+        key_dim: dk,
+        value_dim: dv,
+        neg_a: &unused,
+        dt_bias: &unused,
+        norm_weight: &unused,
+        eps: 1e-6,
+    };
+    let mut wd = up(&windows);
+    let (mut q, mut k, mut v) = (
+        dev.zeros::<f32>(spans * hk * dk).unwrap(),
+        dev.zeros::<f32>(spans * hk * dk).unwrap(),
+        dev.zeros::<f32>(spans * hv * dv).unwrap(),
+    );
+    let slots_d = dev.upload(&slot_ids).unwrap();
+    gdn_conv_decode(
+        &dev,
+        &layer,
+        &up(&taps),
+        &mut wd,
+        &slots_d,
+        &slot_ids,
+        &up(&qkv),
+        (&mut q, &mut k, &mut v),
+    )
+    .unwrap();
+    let (q, k, v) = (
+        dev.download(&q).unwrap(),
+        dev.download(&k).unwrap(),
+        dev.download(&v).unwrap(),
+    );
+    for s in 0..spans {
+        let want_s = &want[s * channels..][..channels];
+        let got: Vec<f32> = q[s * hk * dk..][..hk * dk]
+            .iter()
+            .chain(&k[s * hk * dk..][..hk * dk])
+            .chain(&v[s * hv * dv..][..hv * dv])
+            .copied()
+            .collect();
+        let scale = want_s.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let err = got
+            .iter()
+            .zip(want_s)
+            .fold(0.0f32, |m, (g, c)| m.max((g - c).abs()));
+        assert!(
+            err <= 1e-5 * scale,
+            "conv span {s}: max |err| {err:e} of {scale:e}"
+        );
+    }
+    assert_eq!(
+        dev.download(&wd).unwrap(),
+        want_windows,
+        "windows shift exactly"
+    );
+}
