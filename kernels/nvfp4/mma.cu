@@ -230,21 +230,22 @@ __device__ __forceinline__ void eq_nvfp4_mma(const eq_u8* __restrict__ codes,
     }
 
     const eq_u32 chunks = (cols + EQ_MMA_CHUNK - 1u) / EQ_MMA_CHUNK;
+    // Elements of chunk i (the last one may be shorter).
+    const auto chunk_len = [cols](eq_u32 i) {
+        return min((eq_u32)EQ_MMA_CHUNK, cols - i * EQ_MMA_CHUNK);
+    };
     eq_u32 c = warp;
     EqMmaCodes cur;
     if (c < chunks) {
-        eq_mma_load_a(cur, codes, scales, rr, cols, c,
-                      min((eq_u32)EQ_MMA_CHUNK, cols - c * EQ_MMA_CHUNK), q);
+        eq_mma_load_a(cur, codes, scales, rr, cols, c, chunk_len(c), q);
     }
     while (c < chunks) {
-        const eq_u32 kc = min((eq_u32)EQ_MMA_CHUNK, cols - c * EQ_MMA_CHUNK);
         const eq_u32 cn = c + W;
         EqMmaCodes next;
         if (cn < chunks) {
-            eq_mma_load_a(next, codes, scales, rr, cols, cn,
-                          min((eq_u32)EQ_MMA_CHUNK, cols - cn * EQ_MMA_CHUNK), q);
+            eq_mma_load_a(next, codes, scales, rr, cols, cn, chunk_len(cn), q);
         }
-        eq_mma_chunk<Act, NT>(cur, xr, c, kc, q, acc);
+        eq_mma_chunk<Act, NT>(cur, xr, c, chunk_len(c), q, acc);
         cur = next;
         c = cn;
     }

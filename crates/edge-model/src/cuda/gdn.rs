@@ -81,6 +81,26 @@ fn check_heads(op: &str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<(
     Ok(())
 }
 
+/// The head counts and widths as the kernels' u32s: key heads, value heads, key dim,
+/// value dim.
+fn head_dims(op: &str, layer: &GdnDecodeLayer<'_>) -> Result<[u32; 4]> {
+    Ok([
+        dim_u32(op, "key heads", layer.key_heads)?,
+        dim_u32(op, "value heads", layer.value_heads)?,
+        dim_u32(op, "key dim", layer.key_dim)?,
+        dim_u32(op, "value dim", layer.value_dim)?,
+    ])
+}
+
+/// A block of THREADS per (head, span).
+fn launch_shape(op: &str, heads: u32, spans: usize) -> Result<LaunchConfig> {
+    Ok(LaunchConfig {
+        grid_dim: (heads, dim_u32(op, "spans", spans)?, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
 /// The conv of one decode step: `qkv` (`[spans, channels]`, channels = q heads, k heads,
 /// v heads) through the depthwise conv of `taps` (`[kernel, channels]`) continuing each
 /// span's window in `windows` (`[slots, kernel − 1, channels]`, oldest row first, updated),
@@ -133,19 +153,10 @@ pub fn gdn_conv_decode(
     if spans == 0 {
         return Ok(());
     }
-    let dims = [
-        dim_u32(OP, "key heads", hk)?,
-        dim_u32(OP, "value heads", hv)?,
-        dim_u32(OP, "key dim", dk)?,
-        dim_u32(OP, "value dim", dv)?,
-        dim_u32(OP, "kernel", kernel)?,
-    ];
+    let [hk32, hv32, dk32, dv32] = head_dims(OP, layer)?;
+    let dims = [hk32, hv32, dk32, dv32, dim_u32(OP, "kernel", kernel)?];
     let func = dev.function(&GDN, "eq_gdn_conv_decode_f32")?;
-    let cfg = LaunchConfig {
-        grid_dim: (2 * dims[0] + dims[1], dim_u32(OP, "spans", spans)?, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = launch_shape(OP, 2 * hk32 + hv32, spans)?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(windows)
@@ -205,18 +216,9 @@ pub fn gdn_decode(
     if spans == 0 {
         return Ok(());
     }
-    let dims = [
-        dim_u32(OP, "key heads", hk)?,
-        dim_u32(OP, "value heads", hv)?,
-        dim_u32(OP, "key dim", dk)?,
-        dim_u32(OP, "value dim", dv)?,
-    ];
+    let dims = head_dims(OP, layer)?;
     let func = dev.function(&GDN, "eq_gdn_decode_f32")?;
-    let cfg = LaunchConfig {
-        grid_dim: (dims[1], dim_u32(OP, "spans", spans)?, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = launch_shape(OP, dims[1], spans)?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(states)
