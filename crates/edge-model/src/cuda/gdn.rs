@@ -14,8 +14,9 @@ const THREADS: u32 = 128;
 /// Largest key or value head width the kernel's shared buffers hold (`EQ_GDN_MAX_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
 
-/// A Gated DeltaNet layer's shape and parameters on the device.
-pub struct GdnDecodeLayer<'a> {
+/// A Gated DeltaNet layer's head shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GdnHeads {
     /// Key heads.
     pub key_heads: usize,
     /// Value heads (a multiple of `key_heads`).
@@ -24,6 +25,12 @@ pub struct GdnDecodeLayer<'a> {
     pub key_dim: usize,
     /// Value head width.
     pub value_dim: usize,
+}
+
+/// A Gated DeltaNet layer's recurrence parameters on the device.
+pub struct GdnDecodeLayer<'a> {
+    /// The head shape.
+    pub heads: GdnHeads,
     /// `−exp(A_log)` per value head.
     pub neg_a: &'a CudaSlice<f32>,
     /// The decay bias per value head.
@@ -83,12 +90,12 @@ fn check_heads(op: &str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<(
 
 /// The head counts and widths as the kernels' u32s: key heads, value heads, key dim,
 /// value dim.
-fn head_dims(op: &str, layer: &GdnDecodeLayer<'_>) -> Result<[u32; 4]> {
+fn head_dims(op: &str, heads: GdnHeads) -> Result<[u32; 4]> {
     Ok([
-        dim_u32(op, "key heads", layer.key_heads)?,
-        dim_u32(op, "value heads", layer.value_heads)?,
-        dim_u32(op, "key dim", layer.key_dim)?,
-        dim_u32(op, "value dim", layer.value_dim)?,
+        dim_u32(op, "key heads", heads.key_heads)?,
+        dim_u32(op, "value heads", heads.value_heads)?,
+        dim_u32(op, "key dim", heads.key_dim)?,
+        dim_u32(op, "value dim", heads.value_dim)?,
     ])
 }
 
@@ -109,7 +116,7 @@ fn launch_shape(op: &str, heads: u32, spans: usize) -> Result<LaunchConfig> {
 #[allow(clippy::too_many_arguments)]
 pub fn gdn_conv_decode(
     dev: &CudaDevice,
-    layer: &GdnDecodeLayer<'_>,
+    heads: GdnHeads,
     taps: &CudaSlice<f32>,
     windows: &mut CudaSlice<f32>,
     slots: &CudaSlice<u32>,
@@ -122,12 +129,12 @@ pub fn gdn_conv_decode(
     ),
 ) -> Result<()> {
     const OP: &str = "gdn_conv_decode";
-    let (hk, hv, dk, dv) = (
-        layer.key_heads,
-        layer.value_heads,
-        layer.key_dim,
-        layer.value_dim,
-    );
+    let GdnHeads {
+        key_heads: hk,
+        value_heads: hv,
+        key_dim: dk,
+        value_dim: dv,
+    } = heads;
     check_heads(OP, hk, hv, dk, dv)?;
     let channels = 2 * hk * dk + hv * dv;
     let kernel = taps.len() / channels;
@@ -153,7 +160,7 @@ pub fn gdn_conv_decode(
     if spans == 0 {
         return Ok(());
     }
-    let [hk32, hv32, dk32, dv32] = head_dims(OP, layer)?;
+    let [hk32, hv32, dk32, dv32] = head_dims(OP, heads)?;
     let dims = [hk32, hv32, dk32, dv32, dim_u32(OP, "kernel", kernel)?];
     let func = dev.function(&GDN, "eq_gdn_conv_decode_f32")?;
     let cfg = launch_shape(OP, 2 * hk32 + hv32, spans)?;
@@ -190,12 +197,12 @@ pub fn gdn_decode(
     out: &mut CudaSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "gdn_decode";
-    let (hk, hv, dk, dv) = (
-        layer.key_heads,
-        layer.value_heads,
-        layer.key_dim,
-        layer.value_dim,
-    );
+    let GdnHeads {
+        key_heads: hk,
+        value_heads: hv,
+        key_dim: dk,
+        value_dim: dv,
+    } = layer.heads;
     check_heads(OP, hk, hv, dk, dv)?;
     let spans = slots_host.len();
     check_len(OP, "slots", spans, slots.len())?;
@@ -216,7 +223,7 @@ pub fn gdn_decode(
     if spans == 0 {
         return Ok(());
     }
-    let dims = head_dims(OP, layer)?;
+    let dims = head_dims(OP, layer.heads)?;
     let func = dev.function(&GDN, "eq_gdn_decode_f32")?;
     let cfg = launch_shape(OP, dims[1], spans)?;
     let mut launch = dev.stream().launch_builder(&func);

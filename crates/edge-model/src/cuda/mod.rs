@@ -12,5 +12,7 @@ mod ops;
 #[cfg(test)]
 mod tests;
 
-pub use gdn::{GdnDecodeInputs, GdnDecodeLayer, MAX_HEAD_DIM, gdn_conv_decode, gdn_decode};
+pub use gdn::{
+    GdnDecodeInputs, GdnDecodeLayer, GdnHeads, MAX_HEAD_DIM, gdn_conv_decode, gdn_decode,
+};
 pub use ops::{add, argmax, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};

@@ -243,11 +243,14 @@ fn gdn_decode_matches_cpu() {
 
     let up = |x: &[f32]| dev.upload(x).unwrap();
     let (neg_a_d, dt_d, w_d) = (up(&neg_a), up(&dt_bias), up(&w));
-    let layer = GdnDecodeLayer {
+    let heads = GdnHeads {
         key_heads: hk,
         value_heads: hv,
         key_dim: dk,
         value_dim: dv,
+    };
+    let layer = GdnDecodeLayer {
+        heads,
         neg_a: &neg_a_d,
         dt_bias: &dt_d,
         norm_weight: &w_d,
@@ -334,16 +337,11 @@ fn gdn_conv_decode_matches_cpu() {
     }
 
     let up = |x: &[f32]| dev.upload(x).unwrap();
-    let unused = up(&[0.0]);
-    let layer = GdnDecodeLayer {
+    let heads = GdnHeads {
         key_heads: hk,
         value_heads: hv,
         key_dim: dk,
         value_dim: dv,
-        neg_a: &unused,
-        dt_bias: &unused,
-        norm_weight: &unused,
-        eps: 1e-6,
     };
     let mut wd = up(&windows);
     let (mut q, mut k, mut v) = (
@@ -354,7 +352,7 @@ fn gdn_conv_decode_matches_cpu() {
     let slots_d = dev.upload(&slot_ids).unwrap();
     gdn_conv_decode(
         &dev,
-        &layer,
+        heads,
         &up(&taps),
         &mut wd,
         &slots_d,
