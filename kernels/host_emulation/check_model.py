@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from check import F32, build, ptr, to_bf16
+from check import E4M3, F32, build, ptr, to_bf16
 
 p, u64, u32, f, i32 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_float, ctypes.c_int
 
@@ -27,6 +27,7 @@ def setup(lib):
     lib.emu_argmax.argtypes = [p, p, u32, u32]
     lib.emu_gdn_decode.argtypes = [p] * 12 + [u32] * 5 + [f]
     lib.emu_gdn_conv_decode.argtypes = [p] * 7 + [u32] * 6
+    lib.emu_attn_decode.argtypes = [p] * 5 + [i32, f, f, f] + [p] * 4 + [u32] * 8
 
 
 def sigmoid(x):
@@ -194,6 +195,51 @@ def check_gdn_conv_decode(lib, rng):
     print("model GDN conv decode step (conv + SiLU, window shift, q/k L2 norms): match")
 
 
+def check_attn_decode(lib, rng):
+    for kv, (kv_heads, group, dim, block, spans, split_rows) in [
+            (0, (2, 3, 64, 16, 3, 32)), (1, (1, 8, 128, 8, 2, 16)), (2, (2, 1, 32, 4, 2, 8)), (0, (1, 2, 256, 16, 1, 64))]:
+        max_pages, pool = 6, 20
+        lens = rng.integers(1, max_pages * block + 1, spans).astype(np.uint32)
+        lens[0] = max_pages * block  # a full table
+        table = np.stack([rng.permutation(pool)[:max_pages] for _ in range(spans)]).astype(np.uint32)
+        shape = (pool, kv_heads, block, dim)
+        k_scale, v_scale = 0.05, 0.03
+        if kv == 0:
+            codes = lambda: rng.choice(np.setdiff1d(np.arange(256), [0x7F, 0xFF]), shape).astype(np.uint8)  # noqa: E731
+            keys, values = codes(), codes()
+            kd, vd = E4M3[keys].astype(np.float64) * F32(k_scale), E4M3[values].astype(np.float64) * F32(v_scale)
+            kd, vd = kd.astype(F32).astype(np.float64), vd.astype(F32).astype(np.float64)
+        elif kv == 1:
+            (keys, kd), (values, vd) = to_bf16(rng.standard_normal(shape).astype(F32)), to_bf16(rng.standard_normal(shape).astype(F32))
+            kd, vd = kd.reshape(shape).astype(np.float64), vd.reshape(shape).astype(np.float64)
+            keys, values = keys.reshape(shape), values.reshape(shape)
+        else:
+            keys, values = rng.standard_normal(shape).astype(F32), rng.standard_normal(shape).astype(F32)
+            kd, vd = keys.astype(np.float64), values.astype(np.float64)
+        heads = kv_heads * group
+        q = (rng.standard_normal((spans, heads, dim)) * 2).astype(F32)
+        scale = 1 / np.sqrt(dim)
+        want = np.zeros((spans, heads, dim))
+        for s in range(spans):
+            rows = np.arange(lens[s])
+            pages, within = table[s][rows // block], rows % block
+            for h in range(heads):
+                K, V = kd[pages, h // group, within], vd[pages, h // group, within]
+                sc = K @ q[s, h].astype(np.float64) * scale
+                w = np.exp(sc - sc.max())
+                want[s, h] = (w / w.sum()) @ V
+        splits = -(-int(lens.max()) // split_rows)
+        part_m = np.zeros(spans * heads * splits, F32)
+        part_l, part_acc = np.zeros_like(part_m), np.zeros(spans * heads * splits * dim, F32)
+        out = np.zeros((spans, heads, dim), F32)
+        lib.emu_attn_decode(ptr(q), ptr(table), ptr(lens), ptr(keys), ptr(values), kv, k_scale, v_scale, scale,
+                            ptr(part_m), ptr(part_l), ptr(part_acc), ptr(out), spans, kv_heads, group, dim, block,
+                            max_pages, split_rows, splits)
+        err = np.abs(out - want).max() / np.abs(want).max()
+        assert err < 2e-6, f"attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
+    print("model decode attention (paged FP8/bf16/f32 KV, GQA, split sequence): match")
+
+
 def main():
     lib = build()
     setup(lib)
@@ -203,6 +249,7 @@ def main():
     check_argmax(lib, rng)
     check_gdn_decode(lib, rng)
     check_gdn_conv_decode(lib, rng)
+    check_attn_decode(lib, rng)
     print("host emulation: all model kernel checks passed")
 
 

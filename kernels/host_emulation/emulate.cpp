@@ -183,29 +183,32 @@ static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned
 #include "../model/elementwise.cu"
 #include "../model/sampling.cu"
 #include "../model/gdn.cu"
+#include "../model/attention.cu"
 #include "../fp8/quantize.cu"
 
 // Runs `kernel` on a grid, one block at a time, one std::thread per CUDA thread.
 static void launch(dim3 grid, unsigned threads, const std::function<void()>& kernel) {
     gridDim = grid;
     blockDim = dim3{threads, 1, 1};
-    for (unsigned by = 0; by < grid.y; ++by) {
-        for (unsigned bx = 0; bx < grid.x; ++bx) {
-            g_block_barrier = std::make_unique<std::barrier<>>(threads);
-            g_warps.clear();
-            for (unsigned w = 0; w < threads / 32; ++w) {
-                g_warps.push_back(std::make_unique<Warp>());
-            }
-            std::vector<std::thread> pool;
-            for (unsigned t = 0; t < threads; ++t) {
-                pool.emplace_back([=, &kernel] {
-                    threadIdx = dim3{t, 0, 0};
-                    blockIdx = dim3{bx, by, 0};
-                    kernel();
-                });
-            }
-            for (auto& th : pool) {
-                th.join();
+    for (unsigned bz = 0; bz < grid.z; ++bz) {
+        for (unsigned by = 0; by < grid.y; ++by) {
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                g_block_barrier = std::make_unique<std::barrier<>>(threads);
+                g_warps.clear();
+                for (unsigned w = 0; w < threads / 32; ++w) {
+                    g_warps.push_back(std::make_unique<Warp>());
+                }
+                std::vector<std::thread> pool;
+                for (unsigned t = 0; t < threads; ++t) {
+                    pool.emplace_back([=, &kernel] {
+                        threadIdx = dim3{t, 0, 0};
+                        blockIdx = dim3{bx, by, bz};
+                        kernel();
+                    });
+                }
+                for (auto& th : pool) {
+                    th.join();
+                }
             }
         }
     }
@@ -363,5 +366,33 @@ void emu_gdn_conv_decode(float* windows, const eq_u32* slot_of, const float* qkv
     launch(dim3{2 * hk + hv, spans, 1}, EQ_GDN_THREADS, [=] {
         eq_gdn_conv_decode_f32(windows, slot_of, qkv, taps, q, k, v, hk, hv, dk, dv, kernel);
     });
+}
+
+// kv: 0 FP8, 1 bf16, 2 f32.
+void emu_attn_decode(const float* q, const eq_u32* table, const eq_u32* lens, const void* keys,
+                     const void* values, int kv, float k_scale, float v_scale,
+                     float softmax_scale, float* part_m, float* part_l, float* part_acc,
+                     float* out, eq_u32 spans, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
+                     eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
+    std::function<void()> k;
+#define EQ_DIMS(KVT, NAME)                                                                \
+    {                                                                                     \
+        const KVT* kk = static_cast<const KVT*>(keys);                                    \
+        const KVT* vv = static_cast<const KVT*>(values);                                  \
+        switch (dim) {                                                                    \
+            case 32: k = [=] { NAME##_d32(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 64: k = [=] { NAME##_d64(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 128: k = [=] { NAME##_d128(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            default: k = [=] { NAME##_d256(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+        }                                                                                 \
+    }
+    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_decode_fp8)
+    else if (kv == 1) EQ_DIMS(eq_u16, eq_attn_decode_bf16)
+    else EQ_DIMS(float, eq_attn_decode_f32)
+#undef EQ_DIMS
+    launch(dim3{kv_heads, spans, splits}, EQ_ATTN_THREADS, k);
+    const eq_u32 heads = kv_heads * group;
+    launch(dim3{heads, spans, 1}, dim,
+           [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });
 }
 }

@@ -29,8 +29,11 @@ pub const SAMPLING: KernelSource = model_kernel!("edge_model_sampling", "samplin
 /// The Gated DeltaNet decode step: conv and recurrence (`kernels/model/gdn.cu`).
 pub const GDN: KernelSource = model_kernel!("edge_model_gdn", "gdn.cu");
 
+/// Decode attention over the paged KV cache (`kernels/model/attention.cu`).
+pub const ATTENTION: KernelSource = model_kernel!("edge_model_attention", "attention.cu");
+
 /// The model's kernel sources.
-pub const MODEL: &[KernelSource] = &[ELEMENTWISE, SAMPLING, GDN];
+pub const MODEL: &[KernelSource] = &[ELEMENTWISE, SAMPLING, GDN, ATTENTION];
 
 /// The entry points of each model source (checked against the text by a test).
 pub const ENTRY_POINTS: &[(&str, &[&str])] = &[

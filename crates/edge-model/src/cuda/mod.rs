@@ -7,11 +7,13 @@
 //! (device buffers and cache memory, attention and Gated DeltaNet kernels, CUDA graphs)
 //! is not built yet.
 
+mod attention;
 mod gdn;
 mod ops;
 #[cfg(test)]
 mod tests;
 
+pub use attention::{DecodeAttention, KvPages, MAX_GROUP, SpanPages, attention_decode};
 pub use gdn::{
     GdnDecodeInputs, GdnDecodeLayer, GdnHeads, MAX_HEAD_DIM, gdn_conv_decode, gdn_decode,
 };

@@ -390,3 +390,83 @@ fn gdn_conv_decode_matches_cpu() {
         "windows shift exactly"
     );
 }
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
+fn attention_decode_matches_reference() {
+    use edge_kvcache::memory::{KvRun, decode_run};
+    let dev = device();
+    // Qwen3.6-27B's attention: 24 query heads on 4 KV heads of 256; FP8 pages of 16 rows.
+    let (kv_heads, group, dim, block, pool, max_pages) = (4, 6, 256, 16, 300, 64);
+    let lens = [1000u32, 1, 17];
+    let n = lens.len();
+    let table: Vec<u32> = (0..n * max_pages).map(|i| ((i * 7919) % pool) as u32).collect();
+    let elems = pool * kv_heads * block * dim;
+    let code = |i: usize| -> u8 {
+        let c = (i.wrapping_mul(2_654_435_761) >> 7) as u8;
+        if c & 0x7f == 0x7f { 0x3c } else { c } // no NaN codes
+    };
+    let keys: Vec<u8> = (0..elems).map(code).collect();
+    let values: Vec<u8> = (0..elems).map(|i| code(i + 12_345)).collect();
+    let (k_scale, v_scale) = (0.02f32, 0.03f32);
+    let heads = kv_heads * group;
+    let q = values_f32(n * heads * dim);
+
+    // Reference: rows decoded as the CPU cache decodes them, f64 softmax.
+    let row = |pages: &[u8], scale: f32, page: usize, h: usize, r: usize| -> Vec<f32> {
+        let at = ((page * kv_heads + h) * block + r) * dim;
+        let mut out = vec![0.0f32; dim];
+        decode_run(KvRun::Fp8(&pages[at..at + dim]), scale, &mut out);
+        out
+    };
+    let mut want = vec![0.0f64; n * heads * dim];
+    for (s, &len) in lens.iter().enumerate() {
+        for h in 0..heads {
+            let qh = &q[(s * heads + h) * dim..][..dim];
+            let mut scores = Vec::new();
+            let mut vs = Vec::new();
+            for r in 0..len as usize {
+                let page = table[s * max_pages + r / block] as usize;
+                let k = row(&keys, k_scale, page, h / group, r % block);
+                let dot: f64 = k.iter().zip(qh).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                scores.push(dot / (dim as f64).sqrt());
+                vs.push(row(&values, v_scale, page, h / group, r % block));
+            }
+            let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|x| (x - mx).exp()).collect();
+            let total: f64 = w.iter().sum();
+            for (wi, v) in w.iter().zip(&vs) {
+                for (o, &x) in want[(s * heads + h) * dim..][..dim].iter_mut().zip(v) {
+                    *o += wi / total * f64::from(x);
+                }
+            }
+        }
+    }
+
+    let (kd, vd) = (dev.upload(&keys).unwrap(), dev.upload(&values).unwrap());
+    let layer = DecodeAttention {
+        pages: KvPages::Fp8 { keys: &kd, values: &vd, k_scale, v_scale },
+        kv_heads,
+        group,
+        head_dim: dim,
+        block_size: block,
+    };
+    let (td, ld) = (dev.upload(&table).unwrap(), dev.upload(&lens).unwrap());
+    let spans = SpanPages { table: &td, table_host: &table, lens: &ld, lens_host: &lens, max_pages };
+    let mut out = dev.zeros::<f32>(n * heads * dim).unwrap();
+    attention_decode(&dev, &layer, &spans, &dev.upload(&q).unwrap(), &mut out).unwrap();
+    let got = dev.download(&out).unwrap();
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let err = got.iter().zip(&want).fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
+    assert!(err <= 1e-5 * scale, "max |err| {err:e} of {scale:e}");
+
+    let too_long = [(max_pages * block + 1) as u32, 1, 1];
+    let bad = SpanPages { lens_host: &too_long, ..spans };
+    let r = attention_decode(&dev, &layer, &bad, &dev.upload(&q).unwrap(), &mut out);
+    assert!(matches!(r, Err(crate::ModelError::InvalidInput(_))), "a span longer than its table");
+}
+
+/// Query-like values in about [−2, 2].
+fn values_f32(n: usize) -> Vec<f32> {
+    values(n, 40, 2.0)
+}

@@ -1,0 +1,282 @@
+//! Decode attention over the paged KV cache on the GPU (`kernels/model/attention.cu`):
+//! one query row per span, the sequence split across CTAs and merged by a second pass.
+
+use super::ops::{check_len, cuda_err, dim_u32};
+use crate::kernel_sources::ATTENTION;
+use crate::{ModelError, Result};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use edge_core::cuda::{CudaDevice, CudaSlice};
+
+/// Threads per CTA of the first pass (`EQ_ATTN_THREADS`).
+const THREADS: u32 = 128;
+/// Query heads per KV head the kernel holds (`EQ_ATTN_MAX_GROUP`).
+pub const MAX_GROUP: usize = 8;
+/// Cache rows per CTA of the first pass: long enough that the merge is cheap, short
+/// enough that a few thousand rows of one sequence still spread over the GPU.
+const SPLIT_ROWS: usize = 256;
+
+/// One attention layer's pages on the device, in the CPU cache's layout (keys and values
+/// each `[pages, kv_heads, block, head_dim]`) and element type.
+pub enum KvPages<'a> {
+    /// FP8 E4M3 codes; the values are code × `k_scale` / `v_scale`.
+    Fp8 {
+        /// Keys.
+        keys: &'a CudaSlice<u8>,
+        /// Values.
+        values: &'a CudaSlice<u8>,
+        /// The layer's key scale.
+        k_scale: f32,
+        /// The layer's value scale.
+        v_scale: f32,
+    },
+    /// bf16 bits.
+    Bf16 {
+        /// Keys.
+        keys: &'a CudaSlice<u16>,
+        /// Values.
+        values: &'a CudaSlice<u16>,
+    },
+    /// f32 values.
+    F32 {
+        /// Keys.
+        keys: &'a CudaSlice<f32>,
+        /// Values.
+        values: &'a CudaSlice<f32>,
+    },
+}
+
+/// The layer's attention shape and its cache.
+pub struct DecodeAttention<'a> {
+    /// The pages.
+    pub pages: KvPages<'a>,
+    /// KV heads.
+    pub kv_heads: usize,
+    /// Query heads per KV head (1..=[`MAX_GROUP`]).
+    pub group: usize,
+    /// Head width: 32, 64, 128 or 256.
+    pub head_dim: usize,
+    /// Rows per page.
+    pub block_size: usize,
+}
+
+/// Each span's page table on the device and the host: `max_pages` page ids per span
+/// (row-major; unused tail entries must still name a page), and the rows it sees.
+pub struct SpanPages<'a> {
+    /// Page ids, `[spans, max_pages]`.
+    pub table: &'a CudaSlice<u32>,
+    /// The same on the host (checked before the launch).
+    pub table_host: &'a [u32],
+    /// Rows each span attends to (its position + 1), on the device.
+    pub lens: &'a CudaSlice<u32>,
+    /// The same on the host.
+    pub lens_host: &'a [u32],
+    /// Table entries per span.
+    pub max_pages: usize,
+}
+
+/// `out[s, h, :] = softmax(q[s, h] · Kᵀ / √head_dim) · V` over span `s`'s first
+/// `lens[s]` cached rows, for every query head `h` (KV head `h / group`); `q` and `out`
+/// are `[spans, kv_heads · group, head_dim]`.
+pub fn attention_decode(
+    dev: &CudaDevice,
+    layer: &DecodeAttention<'_>,
+    spans: &SpanPages<'_>,
+    q: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+) -> Result<()> {
+    const OP: &str = "attention_decode";
+    let (kvh, group, dim, block) = (
+        layer.kv_heads,
+        layer.group,
+        layer.head_dim,
+        layer.block_size,
+    );
+    if kvh == 0
+        || block == 0
+        || !(1..=MAX_GROUP).contains(&group)
+        || ![32, 64, 128, 256].contains(&dim)
+    {
+        return Err(ModelError::InvalidInput(format!(
+            "{OP}: {kvh} KV heads, group {group}, head_dim {dim}, block {block} (group \
+             1..={MAX_GROUP}, head_dim 32/64/128/256)"
+        )));
+    }
+    let n = spans.lens_host.len();
+    let heads = kvh * group;
+    check_len(OP, "lens", n, spans.lens.len())?;
+    check_len(OP, "page table", n * spans.max_pages, spans.table.len())?;
+    check_len(
+        OP,
+        "page table (host)",
+        n * spans.max_pages,
+        spans.table_host.len(),
+    )?;
+    check_len(OP, "q", n * heads * dim, q.len())?;
+    check_len(OP, "out", n * heads * dim, out.len())?;
+    let page_elems = kvh * block * dim;
+    let stored = match &layer.pages {
+        KvPages::Fp8 { keys, values, .. } => (keys.len(), values.len()),
+        KvPages::Bf16 { keys, values } => (keys.len(), values.len()),
+        KvPages::F32 { keys, values } => (keys.len(), values.len()),
+    };
+    let pool = stored.0 / page_elems;
+    check_len(OP, "keys", pool * page_elems, stored.0)?;
+    check_len(OP, "values", pool * page_elems, stored.1)?;
+    if let Some(&bad) = spans.table_host.iter().find(|&&p| p as usize >= pool) {
+        return Err(ModelError::InvalidInput(format!(
+            "{OP}: page {bad} of a pool of {pool}"
+        )));
+    }
+    let capacity = spans.max_pages * block;
+    if let Some(&bad) = spans
+        .lens_host
+        .iter()
+        .find(|&&l| l == 0 || l as usize > capacity)
+    {
+        return Err(ModelError::InvalidInput(format!(
+            "{OP}: a span sees {bad} rows; 1..={capacity} fit its table"
+        )));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let longest = spans.lens_host.iter().copied().max().unwrap_or(1) as usize;
+    let splits = longest.div_ceil(SPLIT_ROWS);
+    let mut part_m = dev.zeros::<f32>(n * heads * splits)?;
+    let mut part_l = dev.zeros::<f32>(n * heads * splits)?;
+    let mut part_acc = dev.zeros::<f32>(n * heads * splits * dim)?;
+    let dims = Dims {
+        kv_heads: dim_u32(OP, "kv heads", kvh)?,
+        group: dim_u32(OP, "group", group)?,
+        block: dim_u32(OP, "block", block)?,
+        max_pages: dim_u32(OP, "max pages", spans.max_pages)?,
+        split_rows: SPLIT_ROWS as u32,
+        spans: dim_u32(OP, "spans", n)?,
+        splits: dim_u32(OP, "splits", splits)?,
+    };
+    let scale = 1.0 / (dim as f32).sqrt();
+    let parts = (&mut part_m, &mut part_l, &mut part_acc);
+    match &layer.pages {
+        KvPages::Fp8 {
+            keys,
+            values,
+            k_scale,
+            v_scale,
+        } => first_pass(
+            dev,
+            "fp8",
+            dim,
+            (keys, values),
+            (*k_scale, *v_scale, scale),
+            spans,
+            q,
+            parts,
+            &dims,
+        )?,
+        KvPages::Bf16 { keys, values } => first_pass(
+            dev,
+            "bf16",
+            dim,
+            (keys, values),
+            (1.0, 1.0, scale),
+            spans,
+            q,
+            parts,
+            &dims,
+        )?,
+        KvPages::F32 { keys, values } => first_pass(
+            dev,
+            "f32",
+            dim,
+            (keys, values),
+            (1.0, 1.0, scale),
+            spans,
+            q,
+            parts,
+            &dims,
+        )?,
+    }
+    let heads_u32 = dims.kv_heads * dims.group;
+    let dim_u32v = dim as u32;
+    let func = dev.function(&ATTENTION, "eq_attn_combine")?;
+    let cfg = LaunchConfig {
+        grid_dim: (heads_u32, dims.spans, 1),
+        block_dim: (dim_u32v, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = dev.stream().launch_builder(&func);
+    launch
+        .arg(&part_m)
+        .arg(&part_l)
+        .arg(&part_acc)
+        .arg(out)
+        .arg(&heads_u32)
+        .arg(&dim_u32v)
+        .arg(&dims.splits);
+    // SAFETY: eq_attn_combine(const float* m, const float* l, const float* acc, float* out,
+    // u32 heads, u32 dim, u32 splits): the partials hold spans·heads·splits (·dim) values
+    // (allocated above), out spans·heads·dim (checked); grid (heads, spans), dim ≤ 256
+    // threads.
+    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    Ok(())
+}
+
+/// The u32 launch parameters.
+struct Dims {
+    kv_heads: u32,
+    group: u32,
+    block: u32,
+    max_pages: u32,
+    split_rows: u32,
+    spans: u32,
+    splits: u32,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn first_pass<T: DeviceRepr>(
+    dev: &CudaDevice,
+    kv: &str,
+    dim: usize,
+    (keys, values): (&CudaSlice<T>, &CudaSlice<T>),
+    (k_scale, v_scale, scale): (f32, f32, f32),
+    spans: &SpanPages<'_>,
+    q: &CudaSlice<f32>,
+    (part_m, part_l, part_acc): (
+        &mut CudaSlice<f32>,
+        &mut CudaSlice<f32>,
+        &mut CudaSlice<f32>,
+    ),
+    d: &Dims,
+) -> Result<()> {
+    let func = dev.function(&ATTENTION, &format!("eq_attn_decode_{kv}_d{dim}"))?;
+    let cfg = LaunchConfig {
+        grid_dim: (d.kv_heads, d.spans, d.splits),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = dev.stream().launch_builder(&func);
+    launch
+        .arg(q)
+        .arg(spans.table)
+        .arg(spans.lens)
+        .arg(keys)
+        .arg(values)
+        .arg(&k_scale)
+        .arg(&v_scale)
+        .arg(&scale)
+        .arg(part_m)
+        .arg(part_l)
+        .arg(part_acc)
+        .arg(&d.kv_heads)
+        .arg(&d.group)
+        .arg(&d.block)
+        .arg(&d.max_pages)
+        .arg(&d.split_rows);
+    // SAFETY: matches EQ_ATTN_ENTRY's parameters for the named cache type and head_dim.
+    // Checked by the caller: q holds spans·heads·dim values; every table entry is a page
+    // of the pool and every span's length fits its table, so every row read is inside
+    // keys/values; the partials hold spans·heads·splits (·dim) values for the grid
+    // (kv_heads, spans, splits) with splits·split_rows ≥ the longest span.
+    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    Ok(())
+}
