@@ -10,13 +10,16 @@ Three families of conversations (the generators live in corpus/):
 * coding-agent sessions with a ``bash`` tool (corpus/bash_agent.py: ls, cat, grep, sed,
   find, git, python, pytest, pip ... over an invented repository, synthetic outputs);
 * typed function calling over 26 hand-written tools (corpus/typed_*.py: integer, number,
-  boolean, enum, array and object parameters, parallel and sequential calls, no-tool turns).
+  boolean, enum, array and object parameters, parallel and sequential calls, no-tool turns);
+* copy drills, training split only and opt-in (`--mix ...,copy=0.15`;
+  corpus/copy_drills.py: lists of made-up words, identifiers, numbers and codes to repeat,
+  and ids to echo).
 
 Each output line is one conversation: ``tools`` (OpenAI format), ``messages``,
 ``enable_thinking`` (False: every reasoning_content is empty, the model's default mode),
 ``text`` (rendered by chatfmt.render, identical to the chat template) and ``spans``
 (character ranges of the assistant turns to train on, i.e. those after the last user
-query), plus ``kind`` (``proc_*``, ``bash_*`` or ``typed_*``).
+query), plus ``kind`` (``proc_*``, ``bash_*``, ``typed_*`` or ``copy_*``).
 
 The held-out split uses seed + 1000003. Its procedural tools come from the held-out
 vocabulary (corpus/vocab.py); after writing both splits the generator asserts that no
@@ -25,7 +28,7 @@ held-out tool name, parameter name or name word occurs in any training tool
 (new requests and values): they measure the tools seen in training.
 
 Usage: gen_corpus.py --out DIR [--seed 1234] [--n-train 20000] [--n-heldout 300]
-                     [--mix proc=0.5,bash=0.3,typed=0.2]
+                     [--mix proc=0.5,bash=0.3,typed=0.2[,copy=W]]
 """
 
 from __future__ import annotations
@@ -39,13 +42,16 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from chatfmt import render  # noqa: E402
 from corpus.bash_agent import bash_conversation  # noqa: E402
+from corpus.copy_drills import copy_conversation  # noqa: E402
 from corpus.disjoint import SplitTracker, check_vocab  # noqa: E402
 from corpus.procedural_convs import proc_conversation  # noqa: E402
 from corpus.typed_base import TOOLS  # noqa: E402
 from corpus.typed_convs import typed_conversation  # noqa: E402
 
-FAMILIES = {"proc": proc_conversation, "bash": bash_conversation, "typed": typed_conversation}
-DEFAULT_MIX = "proc=0.5,bash=0.3,typed=0.2"
+FAMILIES = {"proc": proc_conversation, "bash": bash_conversation, "typed": typed_conversation,
+            "copy": copy_conversation}
+DEFAULT_MIX = "proc=0.5,bash=0.3,typed=0.2"  # copy drills are opt-in: --mix ...,copy=0.15
+TRAIN_ONLY = {"copy"}  # families the held-out split leaves out
 
 
 def parse_mix(s):
@@ -94,11 +100,13 @@ def generate(out, seed=1234, heldout_seed=None, n_train=20000, n_heldout=300, mi
     tracker = SplitTracker()
     for split, sd, n in (("train", seed, n_train), ("heldout", hs, n_heldout)):
         r = random.Random(sd)
+        split_mix = mix if split == "train" else parse_mix(",".join(
+            f"{k}={v}" for k, v in mix.items() if k not in TRAIN_ONLY))
         path = os.path.join(out, f"{split}.jsonl")
         chars, kinds = 0, {}
         with open(path, "w") as f:
             for i in range(n):
-                conv = make(r, split, mix)
+                conv = make(r, split, split_mix)
                 tracker.add(split, conv)
                 fam = conv["kind"].split("_")[0]
                 kinds[fam] = kinds.get(fam, 0) + 1
@@ -119,7 +127,7 @@ def main():
     ap.add_argument("--heldout-seed", type=int, default=None, help="default: seed + 1000003")
     ap.add_argument("--n-train", type=int, default=20000)
     ap.add_argument("--n-heldout", type=int, default=300)
-    ap.add_argument("--mix", default=DEFAULT_MIX, help="family weights (proc, bash, typed)")
+    ap.add_argument("--mix", default=DEFAULT_MIX, help="family weights (proc, bash, typed, copy; copy is training only)")
     args = ap.parse_args()
     generate(args.out, args.seed, args.heldout_seed, args.n_train, args.n_heldout, args.mix)
 
