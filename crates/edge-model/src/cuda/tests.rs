@@ -400,7 +400,9 @@ fn attention_decode_matches_reference() {
     let (kv_heads, group, dim, block, pool, max_pages) = (4, 6, 256, 16, 300, 64);
     let lens = [1000u32, 1, 17];
     let n = lens.len();
-    let table: Vec<u32> = (0..n * max_pages).map(|i| ((i * 7919) % pool) as u32).collect();
+    let table: Vec<u32> = (0..n * max_pages)
+        .map(|i| ((i * 7919) % pool) as u32)
+        .collect();
     let elems = pool * kv_heads * block * dim;
     let code = |i: usize| -> u8 {
         let c = (i.wrapping_mul(2_654_435_761) >> 7) as u8;
@@ -428,7 +430,11 @@ fn attention_decode_matches_reference() {
             for r in 0..len as usize {
                 let page = table[s * max_pages + r / block] as usize;
                 let k = row(&keys, k_scale, page, h / group, r % block);
-                let dot: f64 = k.iter().zip(qh).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                let dot: f64 = k
+                    .iter()
+                    .zip(qh)
+                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .sum();
                 scores.push(dot / (dim as f64).sqrt());
                 vs.push(row(&values, v_scale, page, h / group, r % block));
             }
@@ -445,25 +451,45 @@ fn attention_decode_matches_reference() {
 
     let (kd, vd) = (dev.upload(&keys).unwrap(), dev.upload(&values).unwrap());
     let layer = DecodeAttention {
-        pages: KvPages::Fp8 { keys: &kd, values: &vd, k_scale, v_scale },
+        pages: KvPages::Fp8 {
+            keys: &kd,
+            values: &vd,
+            k_scale,
+            v_scale,
+        },
         kv_heads,
         group,
         head_dim: dim,
         block_size: block,
     };
     let (td, ld) = (dev.upload(&table).unwrap(), dev.upload(&lens).unwrap());
-    let spans = SpanPages { table: &td, table_host: &table, lens: &ld, lens_host: &lens, max_pages };
+    let spans = SpanPages {
+        table: &td,
+        table_host: &table,
+        lens: &ld,
+        lens_host: &lens,
+        max_pages,
+    };
     let mut out = dev.zeros::<f32>(n * heads * dim).unwrap();
     attention_decode(&dev, &layer, &spans, &dev.upload(&q).unwrap(), &mut out).unwrap();
     let got = dev.download(&out).unwrap();
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let err = got.iter().zip(&want).fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
+    let err = got
+        .iter()
+        .zip(&want)
+        .fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
     assert!(err <= 1e-5 * scale, "max |err| {err:e} of {scale:e}");
 
     let too_long = [(max_pages * block + 1) as u32, 1, 1];
-    let bad = SpanPages { lens_host: &too_long, ..spans };
+    let bad = SpanPages {
+        lens_host: &too_long,
+        ..spans
+    };
     let r = attention_decode(&dev, &layer, &bad, &dev.upload(&q).unwrap(), &mut out);
-    assert!(matches!(r, Err(crate::ModelError::InvalidInput(_))), "a span longer than its table");
+    assert!(
+        matches!(r, Err(crate::ModelError::InvalidInput(_))),
+        "a span longer than its table"
+    );
 }
 
 /// Query-like values in about [−2, 2].
