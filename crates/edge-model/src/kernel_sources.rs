@@ -55,6 +55,24 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
         "edge_model_gdn",
         &["eq_gdn_conv_decode_f32", "eq_gdn_decode_f32"],
     ),
+    (
+        "edge_model_attention",
+        &[
+            "eq_attn_decode_fp8_d32",
+            "eq_attn_decode_fp8_d64",
+            "eq_attn_decode_fp8_d128",
+            "eq_attn_decode_fp8_d256",
+            "eq_attn_decode_bf16_d32",
+            "eq_attn_decode_bf16_d64",
+            "eq_attn_decode_bf16_d128",
+            "eq_attn_decode_bf16_d256",
+            "eq_attn_decode_f32_d32",
+            "eq_attn_decode_f32_d64",
+            "eq_attn_decode_f32_d128",
+            "eq_attn_decode_f32_d256",
+            "eq_attn_combine",
+        ],
+    ),
 ];
 
 /// Every kernel source of the workspace, edge-quant's first, in a stable order.
