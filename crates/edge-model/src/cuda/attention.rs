@@ -155,46 +155,24 @@ pub fn attention_decode(
         splits: dim_u32(OP, "splits", splits)?,
     };
     let scale = 1.0 / (dim as f32).sqrt();
-    let parts = (&mut part_m, &mut part_l, &mut part_acc);
+    let mut pass = FirstPass {
+        dev,
+        dim,
+        scale,
+        spans,
+        q,
+        parts: (&mut part_m, &mut part_l, &mut part_acc),
+        dims: &dims,
+    };
     match &layer.pages {
         KvPages::Fp8 {
             keys,
             values,
             k_scale,
             v_scale,
-        } => first_pass(
-            dev,
-            "fp8",
-            dim,
-            (keys, values),
-            (*k_scale, *v_scale, scale),
-            spans,
-            q,
-            parts,
-            &dims,
-        )?,
-        KvPages::Bf16 { keys, values } => first_pass(
-            dev,
-            "bf16",
-            dim,
-            (keys, values),
-            (1.0, 1.0, scale),
-            spans,
-            q,
-            parts,
-            &dims,
-        )?,
-        KvPages::F32 { keys, values } => first_pass(
-            dev,
-            "f32",
-            dim,
-            (keys, values),
-            (1.0, 1.0, scale),
-            spans,
-            q,
-            parts,
-            &dims,
-        )?,
+        } => pass.run("fp8", keys, values, *k_scale, *v_scale)?,
+        KvPages::Bf16 { keys, values } => pass.run("bf16", keys, values, 1.0, 1.0)?,
+        KvPages::F32 { keys, values } => pass.run("f32", keys, values, 1.0, 1.0)?,
     }
     let heads_u32 = dims.kv_heads * dims.group;
     let dim_u32v = dim as u32;
@@ -232,51 +210,73 @@ struct Dims {
     splits: u32,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn first_pass<T: DeviceRepr>(
-    dev: &CudaDevice,
-    kv: &str,
+/// The first pass's arguments other than the pages.
+struct FirstPass<'a> {
+    dev: &'a CudaDevice,
     dim: usize,
-    (keys, values): (&CudaSlice<T>, &CudaSlice<T>),
-    (k_scale, v_scale, scale): (f32, f32, f32),
-    spans: &SpanPages<'_>,
-    q: &CudaSlice<f32>,
-    (part_m, part_l, part_acc): (
-        &mut CudaSlice<f32>,
-        &mut CudaSlice<f32>,
-        &mut CudaSlice<f32>,
+    /// The softmax scale, `1/√head_dim`.
+    scale: f32,
+    spans: &'a SpanPages<'a>,
+    q: &'a CudaSlice<f32>,
+    parts: (
+        &'a mut CudaSlice<f32>,
+        &'a mut CudaSlice<f32>,
+        &'a mut CudaSlice<f32>,
     ),
-    d: &Dims,
-) -> Result<()> {
-    let func = dev.function(&ATTENTION, &format!("eq_attn_decode_{kv}_d{dim}"))?;
-    let cfg = LaunchConfig {
-        grid_dim: (d.kv_heads, d.spans, d.splits),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let mut launch = dev.stream().launch_builder(&func);
-    launch
-        .arg(q)
-        .arg(spans.table)
-        .arg(spans.lens)
-        .arg(keys)
-        .arg(values)
-        .arg(&k_scale)
-        .arg(&v_scale)
-        .arg(&scale)
-        .arg(part_m)
-        .arg(part_l)
-        .arg(part_acc)
-        .arg(&d.kv_heads)
-        .arg(&d.group)
-        .arg(&d.block)
-        .arg(&d.max_pages)
-        .arg(&d.split_rows);
-    // SAFETY: matches EQ_ATTN_ENTRY's parameters for the named cache type and head_dim.
-    // Checked by the caller: q holds spans·heads·dim values; every table entry is a page
-    // of the pool and every span's length fits its table, so every row read is inside
-    // keys/values; the partials hold spans·heads·splits (·dim) values for the grid
-    // (kv_heads, spans, splits) with splits·split_rows ≥ the longest span.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
-    Ok(())
+    dims: &'a Dims,
+}
+
+impl FirstPass<'_> {
+    /// Launches the first pass over pages of element type `T` (`kv` its kernel tag).
+    fn run<T: DeviceRepr>(
+        &mut self,
+        kv: &str,
+        keys: &CudaSlice<T>,
+        values: &CudaSlice<T>,
+        k_scale: f32,
+        v_scale: f32,
+    ) -> Result<()> {
+        let FirstPass {
+            dev,
+            dim,
+            scale,
+            spans,
+            q,
+            dims: d,
+            ..
+        } = *self;
+        let (part_m, part_l, part_acc) =
+            (&mut *self.parts.0, &mut *self.parts.1, &mut *self.parts.2);
+        let func = dev.function(&ATTENTION, &format!("eq_attn_decode_{kv}_d{dim}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (d.kv_heads, d.spans, d.splits),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = dev.stream().launch_builder(&func);
+        launch
+            .arg(q)
+            .arg(spans.table)
+            .arg(spans.lens)
+            .arg(keys)
+            .arg(values)
+            .arg(&k_scale)
+            .arg(&v_scale)
+            .arg(&scale)
+            .arg(part_m)
+            .arg(part_l)
+            .arg(part_acc)
+            .arg(&d.kv_heads)
+            .arg(&d.group)
+            .arg(&d.block)
+            .arg(&d.max_pages)
+            .arg(&d.split_rows);
+        // SAFETY: matches EQ_ATTN_ENTRY's parameters for the named cache type and head_dim.
+        // Checked by the caller: q holds spans·heads·dim values; every table entry is a page
+        // of the pool and every span's length fits its table, so every row read is inside
+        // keys/values; the partials hold spans·heads·splits (·dim) values for the grid
+        // (kv_heads, spans, splits) with splits·split_rows ≥ the longest span.
+        unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+        Ok(())
+    }
 }
