@@ -132,6 +132,15 @@ __device__ __forceinline__ float eq_bf16_to_f32(eq_u16 b) {
     return __uint_as_float(((eq_u32)b) << 16);
 }
 
+// f32 to bf16 bits, round to nearest even (NaN stays NaN, quieted, as half::bf16 does).
+__device__ __forceinline__ eq_u32 eq_f32_to_bf16_rne(float f) {
+    const eq_u32 u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return (u >> 16) | 0x40u;
+    }
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
 // Sum over the 32 lanes of a warp; every lane gets the total.
 __device__ __forceinline__ float eq_warp_sum(float v) {
 #pragma unroll

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from check import E4M3, F32, build, ptr, to_bf16
+from check import E4M3, F32, build, e4m3_encode, ptr, to_bf16
 
 p, u64, u32, f, i32 = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_float, ctypes.c_int
 
@@ -25,9 +25,12 @@ def setup(lib):
     lib.emu_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_argmax.argtypes = [p, p, u32, u32]
-    lib.emu_gdn_decode.argtypes = [p] * 12 + [u32] * 5 + [f]
-    lib.emu_gdn_conv_decode.argtypes = [p] * 7 + [u32] * 6
-    lib.emu_attn_decode.argtypes = [p] * 5 + [i32, f, f, f] + [p] * 4 + [u32] * 8
+    lib.emu_gdn_recurrence.argtypes = [p] * 13 + [u32] * 5 + [f]
+    lib.emu_gdn_conv.argtypes = [p] * 8 + [u32] * 6
+    lib.emu_attn_inputs.argtypes = [p] * 8 + [u32] * 5 + [f]
+    lib.emu_kv_store.argtypes = [i32] + [p] * 5 + [f, f] + [u32] * 3 + [u64]
+    lib.emu_kv_copy_rows.argtypes = [i32] + [p] * 3 + [u32] * 4
+    lib.emu_attn_rows.argtypes = [p] * 7 + [i32, f, f, f] + [p] * 4 + [u32] * 8
 
 
 def sigmoid(x):
@@ -131,8 +134,19 @@ def gdn_decode_ref(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, w, hk, eps
     return states, out
 
 
-def check_gdn_decode(lib, rng):
-    for spans, hk, hv, dk, dv in [(3, 2, 4, 64, 128), (2, 1, 2, 128, 200), (1, 2, 2, 16, 8)]:
+def head_major(x, lens):
+    """Token-major [rows, heads, d] to head-major per span ([heads, n, d] blocks), flat."""
+    out, r0 = [], 0
+    for n in lens:
+        out.append(x[r0:r0 + n].transpose(1, 0, 2).reshape(-1))
+        r0 += n
+    return np.concatenate(out).astype(x.dtype)
+
+
+def check_gdn_recurrence(lib, rng):
+    for lens, hk, hv, dk, dv in [([1, 3, 2], 2, 4, 64, 128), ([4, 1], 1, 2, 128, 200), ([1], 2, 2, 16, 8)]:
+        spans, rows = len(lens), sum(lens)
+        starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
         slots = spans + 2
         states = (rng.standard_normal((slots, hv, dk, dv)) * 0.1).astype(F32)
         states[0, 0, 0, :4] = 1e-20  # flushed to zero by the update
@@ -142,65 +156,167 @@ def check_gdn_decode(lib, rng):
             x = rng.standard_normal(shape)
             return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(F32)
 
-        q, k = (unit((spans, hk, dk)) / np.sqrt(dk)).astype(F32), unit((spans, hk, dk))
-        v, z = rng.standard_normal((spans, hv, dv)).astype(F32), rng.standard_normal((spans, hv, dv)).astype(F32)
-        b, a = rng.standard_normal((spans, hv)).astype(F32), (rng.standard_normal((spans, hv)) * 3).astype(F32)
+        q, k = (unit((rows, hk, dk)) / np.sqrt(dk)).astype(F32), unit((rows, hk, dk))
+        v, z = rng.standard_normal((rows, hv, dv)).astype(F32), rng.standard_normal((rows, hv, dv)).astype(F32)
+        b, a = rng.standard_normal((rows, hv)).astype(F32), (rng.standard_normal((rows, hv)) * 3).astype(F32)
         a[0, 0] = 30.0  # softplus past its threshold
         neg_a = -np.exp(rng.standard_normal(hv)).astype(F32)
         neg_a[-1] = -60.0  # a decay below 2^-60: forgets everything
         dt_bias = rng.standard_normal(hv).astype(F32)
         w = (1 + 0.1 * rng.standard_normal(dv)).astype(F32)
-        want_states, want = gdn_decode_ref(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, w, hk, 1e-6)
-        got_states, out = states.copy(), np.zeros((spans, hv, dv), F32)
-        lib.emu_gdn_decode(ptr(got_states), ptr(slot_of), ptr(q), ptr(k), ptr(v), ptr(b), ptr(a), ptr(z),
-                           ptr(neg_a), ptr(dt_bias), ptr(w), ptr(out), spans, hk, hv, dk, dv, 1e-6)
+        # Reference: one row after the other, each as a one-row step on its span's slot.
+        want_states, want = states.astype(np.float64), np.zeros((rows, hv, dv))
+        for s in range(spans):
+            for t in range(starts[s], starts[s + 1]):
+                sl = slice(t, t + 1)
+                want_states, o = gdn_decode_ref(want_states, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl], z[sl],
+                                                neg_a, dt_bias, w, hk, 1e-6)
+                want[t] = o[0]
+        got_states, out = states.copy(), np.zeros((rows, hv, dv), F32)
+        qh, kh, vh = head_major(q, lens), head_major(k, lens), head_major(v, lens)
+        lib.emu_gdn_recurrence(ptr(got_states), ptr(slot_of), ptr(starts), ptr(qh), ptr(kh), ptr(vh), ptr(b), ptr(a),
+                               ptr(z), ptr(neg_a), ptr(dt_bias), ptr(w), ptr(out), spans, hk, hv, dk, dv, 1e-6)
         err = np.abs(out - want).max() / np.abs(want).max()
-        assert err < 1e-5, f"gdn out {spans},{hk},{hv},{dk},{dv}: {err:.2e}"
+        assert err < 1e-5, f"gdn out {lens},{hk},{hv},{dk},{dv}: {err:.2e}"
         serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
         assert serr < 1e-5, f"gdn states: {serr:.2e}"
         untouched = np.setdiff1d(np.arange(slots), slot_of)
         assert np.array_equal(got_states[untouched], states[untouched]), "other slots untouched"
-    print("model GDN decode step (delta rule + gated norm, state slots): match")
+    print("model GDN recurrence (delta rule + gated norm; decode and prompt spans, state slots): match")
 
 
-def check_gdn_conv_decode(lib, rng):
-    for spans, hk, hv, dk, dv, kernel in [(3, 2, 4, 64, 128, 4), (2, 1, 2, 200, 16, 2), (1, 1, 1, 8, 8, 1)]:
+def check_gdn_conv(lib, rng):
+    for lens, hk, hv, dk, dv, kernel in [([1, 4, 2], 2, 4, 64, 128, 4), ([3, 1], 1, 2, 200, 16, 2), ([2], 1, 1, 8, 8, 1)]:
+        spans, rows = len(lens), sum(lens)
+        starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
         c = 2 * hk * dk + hv * dv
         slots = spans + 1
         hist = kernel - 1
         windows = rng.standard_normal((slots, hist, c)).astype(F32)
         slot_of = rng.permutation(slots)[:spans].astype(np.uint32)
-        qkv = rng.standard_normal((spans, c)).astype(F32)
+        qkv = rng.standard_normal((rows, c)).astype(F32)
         taps = (rng.standard_normal((kernel, c)) * 0.5).astype(F32)
         want_win = windows.astype(np.float64)
-        conv = np.zeros((spans, c))
+        conv = np.zeros((rows, c))
         for s in range(spans):
-            rows = np.concatenate([want_win[slot_of[s]], qkv[s][None].astype(np.float64)])
-            o = (taps.astype(np.float64) * rows).sum(axis=0)
-            conv[s] = o / (1 + np.exp(-o))
-            want_win[slot_of[s]] = rows[1:]
-        qk = conv[:, :2 * hk * dk].reshape(spans, 2 * hk, dk)
+            for t in range(starts[s], starts[s + 1]):
+                rws = np.concatenate([want_win[slot_of[s]], qkv[t][None].astype(np.float64)])
+                o = (taps.astype(np.float64) * rws).sum(axis=0)
+                conv[t] = o / (1 + np.exp(-o))
+                want_win[slot_of[s]] = rws[1:]
+        qk = conv[:, :2 * hk * dk].reshape(rows, 2 * hk, dk)
         qk = qk / np.sqrt((qk * qk).sum(axis=-1, keepdims=True) + 1e-6)
-        want_q, want_k = qk[:, :hk] / np.sqrt(dk), qk[:, hk:]
-        want_v = conv[:, 2 * hk * dk:].reshape(spans, hv, dv)
+        want_q, want_k = head_major(qk[:, :hk] / np.sqrt(dk), lens), head_major(qk[:, hk:], lens)
+        want_v = head_major(conv[:, 2 * hk * dk:].reshape(rows, hv, dv), lens)
         win = windows.copy()
-        q, k, v = (np.zeros((spans, hk, dk), F32), np.zeros((spans, hk, dk), F32),
-                   np.zeros((spans, hv, dv), F32))
-        lib.emu_gdn_conv_decode(ptr(win), ptr(slot_of), ptr(qkv), ptr(taps), ptr(q), ptr(k), ptr(v),
-                                spans, hk, hv, dk, dv, kernel)
+        q, k, v = np.zeros(rows * hk * dk, F32), np.zeros(rows * hk * dk, F32), np.zeros(rows * hv * dv, F32)
+        lib.emu_gdn_conv(ptr(win), ptr(slot_of), ptr(starts), ptr(qkv), ptr(taps), ptr(q), ptr(k), ptr(v),
+                         spans, hk, hv, dk, dv, kernel)
         for name, got, want in [("q", q, want_q), ("k", k, want_k), ("v", v, want_v)]:
             err = np.abs(got - want).max() / np.abs(want).max()
-            assert err < 1e-6, f"gdn conv {name} {spans},{hk},{hv},{dk},{dv},{kernel}: {err:.2e}"
+            assert err < 1e-6, f"gdn conv {name} {lens},{hk},{hv},{dk},{dv},{kernel}: {err:.2e}"
         assert np.array_equal(win, want_win.astype(F32)), "conv windows shift exactly"
-    print("model GDN conv decode step (conv + SiLU, window shift, q/k L2 norms): match")
+    print("model GDN conv (conv + SiLU over decode and prompt spans, window shift, q/k L2 norms): match")
 
 
-def check_attn_decode(lib, rng):
+def check_attn_inputs(lib, rng):
+    """Split q/gate, zero-centred q/k norms and partial RoPE (cpu/attention.rs::prepare)."""
+    for rows, heads, kv_heads, dim, half in [(3, 4, 2, 64, 8), (2, 3, 1, 256, 32), (1, 2, 2, 32, 16)]:
+        qg = rng.standard_normal((rows, heads, 2 * dim)).astype(F32)
+        k = rng.standard_normal((rows, kv_heads, dim)).astype(F32)
+        positions = np.array([0, 7, 40000][:rows], np.uint32)
+        qw, kw = (rng.standard_normal(dim) * 0.1).astype(F32), (rng.standard_normal(dim) * 0.1).astype(F32)
+        inv_freq = (1.0 / np.power(F32(1e7), np.arange(half, dtype=F32) * 2 / F32(2 * half))).astype(F32)
+        q, gate = np.zeros((rows, heads, dim), F32), np.zeros((rows, heads, dim), F32)
+        kk = k.copy()
+        lib.emu_attn_inputs(ptr(qg), ptr(kk), ptr(positions), ptr(qw), ptr(kw), ptr(inv_freq), ptr(q), ptr(gate),
+                            rows, heads, kv_heads, dim, half, 1e-6)
+
+        def ref(x, w, pos):
+            x = x.astype(np.float64)
+            x = x / np.sqrt((x * x).mean() + 1e-6) * (1 + w.astype(np.float64))
+            ang = (F32(pos) * inv_freq).astype(np.float64)  # the angle rounds to f32, as on the CPU
+            c, s_ = np.cos(ang), np.sin(ang)
+            o = x.copy()
+            o[:half] = x[:half] * c - x[half:2 * half] * s_
+            o[half:2 * half] = x[half:2 * half] * c + x[:half] * s_
+            return o
+        assert (gate == qg[:, :, dim:]).all(), "gate copied exactly"
+        for t in range(rows):
+            for got, x, w in [(q[t, h], qg[t, h, :dim], qw) for h in range(heads)] + \
+                    [(kk[t, h], k[t, h], kw) for h in range(kv_heads)]:
+                want = ref(x, w, positions[t])
+                err = np.abs(got - want).max() / np.abs(want).max()
+                assert err < 2e-6, f"rope {dim}/{half} at {positions[t]}: {err:.2e}"
+    print("model attention inputs (q/gate split, q/k norms, partial RoPE): match")
+
+
+def check_kv_store(lib, rng):
+    """Stores rows into pages (FP8 / bf16 / f32 encodings) and copies rows in order."""
+    kv_heads, block, dim, pool, rows = 2, 4, 32, 5, 7
+    shape = (pool, kv_heads, block, dim)
+    slots = rng.permutation(pool * block)[:rows].astype(np.uint32)
+    k = (rng.standard_normal((rows, kv_heads, dim)) * 3).astype(F32)
+    v = (rng.standard_normal((rows, kv_heads, dim)) * 3).astype(F32)
+    k[0, 0, 0] = np.nan
+    ks, vs = F32(0.05), F32(0.03)
+    for kv, dtype in [(0, np.uint8), (1, np.uint16), (2, F32)]:
+        keys, values = np.zeros(shape, dtype), np.zeros(shape, dtype)
+        lib.emu_kv_store(kv, ptr(k), ptr(v), ptr(slots), ptr(keys), ptr(values), ks, vs, kv_heads, block, dim, rows)
+        for r, slot in enumerate(slots):
+            page, row = divmod(int(slot), block)
+            for src, scale, got in [(k, ks, keys), (v, vs, values)]:
+                x = src[r]
+                if kv == 0:
+                    want = np.array([[e4m3_encode(F32(a) / scale) for a in hrow] for hrow in x], np.uint8)
+                elif kv == 1:
+                    want = to_bf16(x)[0].reshape(x.shape)
+                    want[np.isnan(x)] = (x.view(np.uint32)[np.isnan(x)] >> 16) | 0x40
+                else:
+                    want = x
+                g = got[page, :, row]
+                assert (g.view(np.uint8) == want.astype(dtype).view(np.uint8)).all(), f"kv store kv={kv} slot {slot}"
+        # Moves in order: the second reads what the first wrote (a chain a -> b -> c).
+        a, b, c = int(slots[1]), int(slots[2]), int(slots[3])
+        before = keys.copy()
+        moves = np.array([a, b, b, c], np.uint32)
+        lib.emu_kv_copy_rows(kv, ptr(keys), ptr(values), ptr(moves), 2, kv_heads, block, dim)
+        pa, ra = divmod(a, block)
+        for dst in (b, c):
+            pd, rd = divmod(dst, block)
+            assert (keys[pd, :, rd].view(np.uint8) == before[pa, :, ra].view(np.uint8)).all(), f"kv copy kv={kv}"
+    print("model KV store (FP8/bf16/f32 encodings, NaN kept) and ordered row copies: exact")
+
+
+def attn_rows_plan(rng, spans, max_pages, block):
+    """Query rows of three kinds over `spans` sequences: decode rows (causal, the whole
+    table at most), prompt rows and token-tree nodes (a committed prefix plus a mask of
+    tree rows, some past bit 31 and one with no committed row)."""
+    capacity = max_pages * block
+    span_of, lens, masks = [], [], []
+    for s in range(spans):
+        kind = s % 3
+        if kind == 0:  # one decode row
+            span_of.append(s), lens.append(capacity if s == 0 else int(rng.integers(1, capacity + 1))), masks.append(0)
+        elif kind == 1:  # a prompt chunk at position `first`
+            first = int(rng.integers(0, capacity - 6))
+            for i in range(int(rng.integers(2, 6))):
+                span_of.append(s), lens.append(first + i + 1), masks.append(0)
+        else:  # a tree after `first` committed rows
+            extent = min(64, capacity - 1)
+            first = int(rng.integers(0, capacity - extent + 1))
+            for i in range(4):
+                m = int(rng.integers(1, 1 << 62)) & ((1 << extent) - 1) or 1
+                span_of.append(s), lens.append(0 if i == 0 else first), masks.append(m)
+    return (np.array(span_of, np.uint32), np.array(lens, np.uint32), np.array(masks, np.uint64))
+
+
+def check_attn_rows(lib, rng):
     for kv, (kv_heads, group, dim, block, spans, split_rows) in [
-            (0, (2, 3, 64, 16, 3, 32)), (1, (1, 8, 128, 8, 2, 16)), (2, (2, 1, 32, 4, 2, 8)), (0, (1, 2, 256, 16, 1, 64))]:
-        max_pages, pool = 6, 20
-        lens = rng.integers(1, max_pages * block + 1, spans).astype(np.uint32)
-        lens[0] = max_pages * block  # a full table
+            (0, (2, 3, 64, 16, 3, 32)), (1, (1, 8, 128, 8, 3, 16)), (2, (2, 1, 32, 4, 4, 8)), (0, (1, 2, 256, 16, 1, 64))]:
+        max_pages, pool = 6 if block >= 16 else 20, 24
+        span_of, lens, masks = attn_rows_plan(rng, spans, max_pages, block)
+        rows = len(lens)
         table = np.stack([rng.permutation(pool)[:max_pages] for _ in range(spans)]).astype(np.uint32)
         shape = (pool, kv_heads, block, dim)
         k_scale, v_scale = 0.05, 0.03
@@ -217,27 +333,30 @@ def check_attn_decode(lib, rng):
             keys, values = rng.standard_normal(shape).astype(F32), rng.standard_normal(shape).astype(F32)
             kd, vd = keys.astype(np.float64), values.astype(np.float64)
         heads = kv_heads * group
-        q = (rng.standard_normal((spans, heads, dim)) * 2).astype(F32)
+        q = (rng.standard_normal((rows, heads, dim)) * 2).astype(F32)
         scale = 1 / np.sqrt(dim)
-        want = np.zeros((spans, heads, dim))
-        for s in range(spans):
-            rows = np.arange(lens[s])
-            pages, within = table[s][rows // block], rows % block
+        want = np.zeros((rows, heads, dim))
+        ends = []
+        for s in range(rows):
+            tree = [int(lens[s]) + o for o in range(64) if (int(masks[s]) >> o) & 1]
+            seen = np.array(list(range(lens[s])) + tree)
+            ends.append(seen.max() + 1)
+            pages, within = table[span_of[s]][seen // block], seen % block
             for h in range(heads):
                 K, V = kd[pages, h // group, within], vd[pages, h // group, within]
                 sc = K @ q[s, h].astype(np.float64) * scale
                 w = np.exp(sc - sc.max())
                 want[s, h] = (w / w.sum()) @ V
-        splits = -(-int(lens.max()) // split_rows)
-        part_m = np.zeros(spans * heads * splits, F32)
-        part_l, part_acc = np.zeros_like(part_m), np.zeros(spans * heads * splits * dim, F32)
-        out = np.zeros((spans, heads, dim), F32)
-        lib.emu_attn_decode(ptr(q), ptr(table), ptr(lens), ptr(keys), ptr(values), kv, k_scale, v_scale, scale,
-                            ptr(part_m), ptr(part_l), ptr(part_acc), ptr(out), spans, kv_heads, group, dim, block,
-                            max_pages, split_rows, splits)
+        splits = -(-int(max(ends)) // split_rows)
+        part_m = np.zeros(rows * heads * splits, F32)
+        part_l, part_acc = np.zeros_like(part_m), np.zeros(rows * heads * splits * dim, F32)
+        out = np.zeros((rows, heads, dim), F32)
+        lib.emu_attn_rows(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), ptr(keys), ptr(values), kv,
+                          k_scale, v_scale, scale, ptr(part_m), ptr(part_l), ptr(part_acc), ptr(out), rows, kv_heads,
+                          group, dim, block, max_pages, split_rows, splits)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 2e-6, f"attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
-    print("model decode attention (paged FP8/bf16/f32 KV, GQA, split sequence): match")
+    print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence): match")
 
 
 def main():
@@ -247,9 +366,11 @@ def main():
     check_elementwise(lib, rng)
     check_norms(lib, rng)
     check_argmax(lib, rng)
-    check_gdn_decode(lib, rng)
-    check_gdn_conv_decode(lib, rng)
-    check_attn_decode(lib, rng)
+    check_gdn_recurrence(lib, rng)
+    check_gdn_conv(lib, rng)
+    check_attn_inputs(lib, rng)
+    check_kv_store(lib, rng)
+    check_attn_rows(lib, rng)
     print("host emulation: all model kernel checks passed")
 
 

@@ -51,6 +51,9 @@ static inline unsigned __float_as_uint(float f) {
     std::memcpy(&u, &f, 4);
     return u;
 }
+static inline int __clzll(long long x) {
+    return x == 0 ? 64 : __builtin_clzll((unsigned long long)x);
+}
 static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 template <typename T>
@@ -184,6 +187,8 @@ static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned
 #include "../model/sampling.cu"
 #include "../model/gdn.cu"
 #include "../model/attention.cu"
+#include "../model/rope.cu"
+#include "../model/kv_store.cu"
 #include "../fp8/quantize.cu"
 
 // Runs `kernel` on a grid, one block at a time, one std::thread per CUDA thread.
@@ -350,49 +355,96 @@ void emu_argmax(const float* logits, eq_u32* out, eq_u32 vocab, eq_u32 rows) {
     launch(dim3{rows, 1, 1}, 256, [=] { eq_argmax_f32(logits, out, vocab); });
 }
 
-void emu_gdn_decode(float* states, const eq_u32* slot_of, const float* q, const float* k,
-                    const float* v, const float* b, const float* a, const float* z,
-                    const float* neg_a, const float* dt_bias, const float* norm_w, float* out,
-                    eq_u32 spans, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+void emu_gdn_recurrence(float* states, const eq_u32* slot_of, const eq_u32* starts,
+                        const float* q, const float* k, const float* v, const float* b,
+                        const float* a, const float* z, const float* neg_a,
+                        const float* dt_bias, const float* norm_w, float* out, eq_u32 spans,
+                        eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
     launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_decode_f32(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, norm_w, out, hk,
-                          hv, dk, dv, eps);
+        eq_gdn_recurrence_f32(states, slot_of, starts, q, k, v, b, a, z, neg_a, dt_bias, norm_w,
+                              out, hk, hv, dk, dv, eps);
     });
 }
 
-void emu_gdn_conv_decode(float* windows, const eq_u32* slot_of, const float* qkv,
-                         const float* taps, float* q, float* k, float* v, eq_u32 spans,
-                         eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
+void emu_gdn_conv(float* windows, const eq_u32* slot_of, const eq_u32* starts, const float* qkv,
+                  const float* taps, float* q, float* k, float* v, eq_u32 spans, eq_u32 hk,
+                  eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
     launch(dim3{2 * hk + hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_conv_decode_f32(windows, slot_of, qkv, taps, q, k, v, hk, hv, dk, dv, kernel);
+        eq_gdn_conv_f32(windows, slot_of, starts, qkv, taps, q, k, v, hk, hv, dk, dv, kernel);
     });
 }
 
 // kv: 0 FP8, 1 bf16, 2 f32.
-void emu_attn_decode(const float* q, const eq_u32* table, const eq_u32* lens, const void* keys,
-                     const void* values, int kv, float k_scale, float v_scale,
-                     float softmax_scale, float* part_m, float* part_l, float* part_acc,
-                     float* out, eq_u32 spans, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
-                     eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
+void emu_attn_rows(const float* q, const eq_u32* table, const eq_u32* span_of,
+                   const eq_u32* lens, const eq_u64* masks, const void* keys,
+                   const void* values, int kv, float k_scale, float v_scale,
+                   float softmax_scale, float* part_m, float* part_l, float* part_acc,
+                   float* out, eq_u32 rows, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
+                   eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
     std::function<void()> k;
 #define EQ_DIMS(KVT, NAME)                                                                \
     {                                                                                     \
         const KVT* kk = static_cast<const KVT*>(keys);                                    \
         const KVT* vv = static_cast<const KVT*>(values);                                  \
         switch (dim) {                                                                    \
-            case 32: k = [=] { NAME##_d32(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 64: k = [=] { NAME##_d64(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 128: k = [=] { NAME##_d128(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            default: k = [=] { NAME##_d256(q, table, lens, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 32: k = [=] { NAME##_d32(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 64: k = [=] { NAME##_d64(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 128: k = [=] { NAME##_d128(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            default: k = [=] { NAME##_d256(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
         }                                                                                 \
     }
-    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_decode_fp8)
-    else if (kv == 1) EQ_DIMS(eq_u16, eq_attn_decode_bf16)
-    else EQ_DIMS(float, eq_attn_decode_f32)
+    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_rows_fp8)
+    else if (kv == 1) EQ_DIMS(eq_u16, eq_attn_rows_bf16)
+    else EQ_DIMS(float, eq_attn_rows_f32)
 #undef EQ_DIMS
-    launch(dim3{kv_heads, spans, splits}, EQ_ATTN_THREADS, k);
+    launch(dim3{kv_heads, rows, splits}, EQ_ATTN_THREADS, k);
     const eq_u32 heads = kv_heads * group;
-    launch(dim3{heads, spans, 1}, dim,
+    launch(dim3{heads, rows, 1}, dim,
            [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });
+}
+
+void emu_attn_inputs(const float* qg, float* k, const eq_u32* positions, const float* q_norm,
+                     const float* k_norm, const float* inv_freq, float* q, float* gate,
+                     eq_u32 rows, eq_u32 heads, eq_u32 kv_heads, eq_u32 dim, eq_u32 half,
+                     float eps) {
+    launch(dim3{heads + kv_heads, rows, 1}, EQ_ROPE_THREADS, [=] {
+        eq_attn_inputs_f32(qg, k, positions, q_norm, k_norm, inv_freq, q, gate, heads,
+                           kv_heads, dim, half, eps);
+    });
+}
+
+// kv: 0 FP8, 1 bf16, 2 f32.
+void emu_kv_store(int kv, const float* k, const float* v, const eq_u32* slots, void* keys,
+                  void* values, float k_scale, float v_scale, eq_u32 kv_heads, eq_u32 block,
+                  eq_u32 dim, eq_u64 rows) {
+    const dim3 grid{blocks_for(rows * kv_heads * dim, EQ_KV_THREADS, 3), 1, 1};
+    launch(grid, EQ_KV_THREADS, [=] {
+        if (kv == 0) {
+            eq_kv_store_fp8(k, v, slots, (eq_u8*)keys, (eq_u8*)values, k_scale, v_scale,
+                            kv_heads, block, dim, rows);
+        } else if (kv == 1) {
+            eq_kv_store_bf16(k, v, slots, (eq_u16*)keys, (eq_u16*)values, k_scale, v_scale,
+                             kv_heads, block, dim, rows);
+        } else {
+            eq_kv_store_f32(k, v, slots, (float*)keys, (float*)values, k_scale, v_scale,
+                            kv_heads, block, dim, rows);
+        }
+    });
+}
+
+void emu_kv_copy_rows(int kv, void* keys, void* values, const eq_u32* moves, eq_u32 n_moves,
+                      eq_u32 kv_heads, eq_u32 block, eq_u32 dim) {
+    launch(dim3{1, 1, 1}, EQ_KV_THREADS, [=] {
+        if (kv == 0) {
+            eq_kv_copy_rows_fp8((eq_u8*)keys, (eq_u8*)values, moves, n_moves, kv_heads, block,
+                                dim);
+        } else if (kv == 1) {
+            eq_kv_copy_rows_bf16((eq_u16*)keys, (eq_u16*)values, moves, n_moves, kv_heads,
+                                 block, dim);
+        } else {
+            eq_kv_copy_rows_f32((float*)keys, (float*)values, moves, n_moves, kv_heads, block,
+                                dim);
+        }
+    });
 }
 }

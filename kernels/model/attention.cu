@@ -1,21 +1,27 @@
-// Decode attention over the paged KV cache (one query row per span), split along the
-// sequence ("flash decoding"), as the CPU backend's attend computes it for one-row spans:
-// softmax(q·kᵀ · scale) · v over the span's cached rows 0 .. len − 1, with the cache in
-// FP8 E4M3 (codes × the layer's k/v scale), bf16 or f32.
+// Attention of query rows over the paged KV cache, split along the sequence ("flash
+// decoding"), as the CPU backend's attend computes it: softmax(q·kᵀ · scale) · v over the
+// cached rows each query row sees, with the cache in FP8 E4M3 (codes × the layer's k/v
+// scale), bf16 or f32. One query row is a decode step, a prompt row or a token-tree node:
+// query row s sees cache rows 0 .. lens[s] − 1 of its sequence (page-table row
+// span_of[s]), and also row lens[s] + o for every bit o set in masks[s] (a tree node's
+// visible tree rows past the committed end; 0 for a causal row, which has
+// lens = position + 1).
 // Prepended by kernels/common/formats.cuh.
 //
 // Cache layout (edge_kvcache::memory::HostKv, one layer): keys and values each
-// [pages, kv_heads, block, head_dim]; a span's cache row r lives in page
-// table[span · max_pages + r / block], row r % block.
+// [pages, kv_heads, block, head_dim]; a sequence's cache row r lives in page
+// table[span_of[s] · max_pages + r / block], row r % block.
 //
-// Pass 1, eq_attn_decode_<kv>: grid (kv_heads, spans, splits), block EQ_ATTN_THREADS. A CTA
-// takes rows [split · split_rows, (split + 1) · split_rows) ∩ [0, len) for the `group`
-// query heads of its KV head (GQA: query head kv·group + g reads KV head kv). Each warp
+// Pass 1, eq_attn_rows_<kv>: grid (kv_heads, query rows, splits), block EQ_ATTN_THREADS. A
+// CTA takes rows [split · split_rows, (split + 1) · split_rows) ∩ [0, end) (end = lens[s]
+// plus the extent of the mask) for the `group` query heads of its KV head (GQA: query
+// head kv·group + g reads KV head kv), skipping the rows the mask hides. Each warp
 // takes every EQ_ATTN_WARPS-th row: lane l holds elements [l·E, (l+1)·E) of the row
 // (E = head_dim / 32), dots them with each query head (warp sum), and keeps an online
 // softmax (max m, sum l, weighted values) per query head. The warps' states are merged in
 // shared memory and the CTA writes its partial (m, l, acc[head_dim]) per query head.
-// Pass 2, eq_attn_combine: grid (heads, spans), block head_dim threads: merges the splits.
+// Pass 2, eq_attn_combine: grid (heads, query rows), block head_dim threads: merges the
+// splits (a split that saw no row has m = −inf and adds nothing).
 //
 // Entry points per cache type and head_dim (32, 64, 128, 256); group at most
 // EQ_ATTN_MAX_GROUP (checked by the wrapper).
@@ -54,9 +60,10 @@ __device__ __forceinline__ void eq_attn_load(const float* p, float, float* out) 
 
 // E = head_dim / 32: the elements of a row each lane holds.
 template <typename Kv, int E>
-__device__ __forceinline__ void eq_attn_decode(
-    const float* __restrict__ q, const eq_u32* __restrict__ table, const eq_u32* __restrict__ lens,
-    const Kv* __restrict__ keys, const Kv* __restrict__ values, float k_scale, float v_scale,
+__device__ __forceinline__ void eq_attn_rows(
+    const float* __restrict__ q, const eq_u32* __restrict__ table,
+    const eq_u32* __restrict__ span_of, const eq_u32* __restrict__ lens,
+    const eq_u64* __restrict__ masks, const Kv* __restrict__ keys, const Kv* __restrict__ values, float k_scale, float v_scale,
     float softmax_scale, float* __restrict__ part_m, float* __restrict__ part_l,
     float* __restrict__ part_acc, eq_u32 kv_heads, eq_u32 group, eq_u32 block,
     eq_u32 max_pages, eq_u32 split_rows) {
@@ -93,10 +100,16 @@ __device__ __forceinline__ void eq_attn_decode(
     }
 
     const eq_u32 len = lens[s];
+    const eq_u64 mask = masks[s];
+    const eq_u32 end = mask == 0ull ? len : len + 64u - (eq_u32)__clzll((long long)mask);
+    const eq_u32* pages = table + (eq_u64)span_of[s] * max_pages;
     const eq_u32 r0 = split * split_rows;
-    const eq_u32 r1 = min(len, r0 + split_rows);
+    const eq_u32 r1 = min(end, r0 + split_rows);
     for (eq_u32 r = r0 + warp; r < r1; r += EQ_ATTN_WARPS) {
-        const eq_u32 page = table[(eq_u64)s * max_pages + r / block];
+        if (r >= len && ((mask >> (r - len)) & 1ull) == 0ull) {
+            continue;  // a tree row this node does not see (uniform across the warp)
+        }
+        const eq_u32 page = pages[r / block];
         const eq_u64 at = (((eq_u64)page * kv_heads + kv) * block + r % block) * dim + lane * E;
         float kr[E];
         float vr[E];
@@ -167,29 +180,30 @@ __device__ __forceinline__ void eq_attn_decode(
 #define EQ_ATTN_ENTRY(NAME, KV, E)                                                         \
     extern "C" __global__ void __launch_bounds__(EQ_ATTN_THREADS) NAME(                    \
         const float* __restrict__ q, const eq_u32* __restrict__ table,                     \
-        const eq_u32* __restrict__ lens, const KV* __restrict__ keys,                      \
+        const eq_u32* __restrict__ span_of, const eq_u32* __restrict__ lens,               \
+        const eq_u64* __restrict__ masks, const KV* __restrict__ keys,                     \
         const KV* __restrict__ values, float k_scale, float v_scale, float softmax_scale,  \
         float* __restrict__ part_m, float* __restrict__ part_l,                            \
         float* __restrict__ part_acc, eq_u32 kv_heads, eq_u32 group, eq_u32 block,         \
         eq_u32 max_pages, eq_u32 split_rows) {                                             \
-        eq_attn_decode<KV, E>(q, table, lens, keys, values, k_scale, v_scale,              \
-                              softmax_scale, part_m, part_l, part_acc, kv_heads, group,    \
-                              block, max_pages, split_rows);                               \
+        eq_attn_rows<KV, E>(q, table, span_of, lens, masks, keys, values, k_scale,         \
+                            v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads,    \
+                            group, block, max_pages, split_rows);                          \
     }
 
-// Entry points eq_attn_decode_<kv>_d<head_dim>.
-EQ_ATTN_ENTRY(eq_attn_decode_fp8_d32, eq_u8, 1)
-EQ_ATTN_ENTRY(eq_attn_decode_fp8_d64, eq_u8, 2)
-EQ_ATTN_ENTRY(eq_attn_decode_fp8_d128, eq_u8, 4)
-EQ_ATTN_ENTRY(eq_attn_decode_fp8_d256, eq_u8, 8)
-EQ_ATTN_ENTRY(eq_attn_decode_bf16_d32, eq_u16, 1)
-EQ_ATTN_ENTRY(eq_attn_decode_bf16_d64, eq_u16, 2)
-EQ_ATTN_ENTRY(eq_attn_decode_bf16_d128, eq_u16, 4)
-EQ_ATTN_ENTRY(eq_attn_decode_bf16_d256, eq_u16, 8)
-EQ_ATTN_ENTRY(eq_attn_decode_f32_d32, float, 1)
-EQ_ATTN_ENTRY(eq_attn_decode_f32_d64, float, 2)
-EQ_ATTN_ENTRY(eq_attn_decode_f32_d128, float, 4)
-EQ_ATTN_ENTRY(eq_attn_decode_f32_d256, float, 8)
+// Entry points eq_attn_rows_<kv>_d<head_dim>.
+EQ_ATTN_ENTRY(eq_attn_rows_fp8_d32, eq_u8, 1)
+EQ_ATTN_ENTRY(eq_attn_rows_fp8_d64, eq_u8, 2)
+EQ_ATTN_ENTRY(eq_attn_rows_fp8_d128, eq_u8, 4)
+EQ_ATTN_ENTRY(eq_attn_rows_fp8_d256, eq_u8, 8)
+EQ_ATTN_ENTRY(eq_attn_rows_bf16_d32, eq_u16, 1)
+EQ_ATTN_ENTRY(eq_attn_rows_bf16_d64, eq_u16, 2)
+EQ_ATTN_ENTRY(eq_attn_rows_bf16_d128, eq_u16, 4)
+EQ_ATTN_ENTRY(eq_attn_rows_bf16_d256, eq_u16, 8)
+EQ_ATTN_ENTRY(eq_attn_rows_f32_d32, float, 1)
+EQ_ATTN_ENTRY(eq_attn_rows_f32_d64, float, 2)
+EQ_ATTN_ENTRY(eq_attn_rows_f32_d128, float, 4)
+EQ_ATTN_ENTRY(eq_attn_rows_f32_d256, float, 8)
 
 // out[s, h, :] = Σ_p acc_p · e^{m_p − M} / Σ_p l_p · e^{m_p − M} over the splits p.
 extern "C" __global__ void __launch_bounds__(EQ_ATTN_MAX_DIM)

@@ -1,30 +1,36 @@
-// Gated DeltaNet decode step for one-row spans, as the CPU backend computes it:
-//  * eq_gdn_conv_decode_f32: the causal depthwise conv + SiLU of the q/k/v projections,
-//    continuing each span's conv window, then the per-head L2 norm of q and k (q also
-//    scaled by 1/√dk) (crates/edge-model/src/cpu/conv.rs and cpu/gdn.rs::conv);
-//  * eq_gdn_decode_f32: the single-token gated delta rule of every value head, then the
-//    gated RMSNorm (cpu/delta_rule.rs::recurrent and cpu/gdn.rs::recurrence).
+// Gated DeltaNet over spans of consecutive rows (a decode step is a one-row span, a prompt
+// chunk a longer one), as the CPU backend computes it, each span carrying its own conv
+// window and recurrent state:
+//  * eq_gdn_conv_f32: the causal depthwise conv + SiLU of the q/k/v projections,
+//    continuing and updating each span's conv window, then the per-row L2 norm of q and k
+//    heads (q also scaled by 1/√dk) (crates/edge-model/src/cpu/conv.rs and cpu/gdn.rs::conv);
+//  * eq_gdn_recurrence_f32: the gated delta rule of every value head, one row after the
+//    other, then the gated RMSNorm (cpu/delta_rule.rs::recurrent, cpu/gdn.rs::recurrence).
+// Token-tree spans are not handled here.
 // Prepended by kernels/common/formats.cuh.
 //
-// The conv. qkv is [spans, C] with C = 2·hk·dk + hv·dv channels in the order q heads,
-// k heads, v heads; taps are [kernel, C]; windows[slot] is [kernel − 1, C], oldest row
-// first. Per channel c: o = silu(Σ_{i < kernel−1} taps[i, c]·win[i, c] + taps[kernel−1,
-// c]·x[c]), then the window shifts by one row and x becomes its newest row. Outputs q, k
-// [spans, hk, dk] and v [spans, hv, dv] (for one-row spans, the channel order).
-// Launch shape: block EQ_GDN_THREADS, grid (2·hk + hv, spans): a block per head.
+// Spans: span s is batch rows starts[s] .. starts[s + 1] (n rows) with state slot
+// slot_of[s].
 //
-// The recurrence:
-// Per span s (one token) and value head j (key head kh = j / (hv / hk)), with the state
-// S = states[slot_of[s], j] ([dk, dv], row-major):
-//   β = sigmoid(b[s, j]);  g = neg_a[j] · softplus(a[s, j] + dt_bias[j]);  d = e^g
+// The conv. qkv is [rows, C] with C = 2·hk·dk + hv·dv channels in the order q heads,
+// k heads, v heads; taps are [kernel, C]; windows[slot] is [kernel − 1, C], oldest row
+// first. Per channel c and row: o = silu(Σ_{i < kernel−1} taps[i, c]·win[i, c] +
+// taps[kernel−1, c]·x[c]), then the window shifts by one row and x becomes its newest
+// row. Outputs are head-major per span: q, k [hk, n, dk] and v [hv, n, dv], each span's
+// block starting at row starts[s] (q at starts[s]·hk·dk).
+// Launch shape: block EQ_GDN_THREADS, grid (2·hk + hv, spans): a block per head and span.
+//
+// The recurrence, per row t of span s and value head j (key head kh = j / (hv / hk)),
+// with the state S = states[slot_of[s], j] ([dk, dv], row-major):
+//   β = sigmoid(b[t, j]);  g = neg_a[j] · softplus(a[t, j] + dt_bias[j]);  d = e^g
 //   (0 where e^g < 2^-60, the CPU's weight_exp);
 //   a_c = Σ_i k_i S[i, c];  b_c = Σ_i q_i S[i, c];  kq = Σ_i k_i q_i;
 //   δ_c = β (v_c − d·a_c);  o_c = d·b_c + kq·δ_c;  S[i, c] ← flush(d·S[i, c] + k_i δ_c)
 //   (flush: |x| < 2^-60 → 0);
-//   out[s, j, :] = o · rsqrt(mean(o²) + eps) · w · silu(z[s, j, :]).
+//   out[t, j, :] = o · rsqrt(mean(o²) + eps) · w · silu(z[t, j, :]).
 //
-// Layouts: q, k [spans, hk, dk]; v, z, out [spans, hv, dv]; b, a [spans, hv];
-// states [slots, hv, dk, dv]. dk, dv ≤ EQ_GDN_MAX_DIM.
+// Layouts: q, k, v head-major per span as the conv writes them; b, a [rows, hv]; z, out
+// [rows, hv, dv] (token-major); states [slots, hv, dk, dv]. dk, dv ≤ EQ_GDN_MAX_DIM.
 // Launch shape: block EQ_GDN_THREADS, grid (hv, spans). Thread t owns state columns
 // t, t + EQ_GDN_THREADS, ... (coalesced rows).
 
@@ -32,6 +38,8 @@
 #define EQ_GDN_MAX_DIM 256
 #define EQ_GDN_NEGLIGIBLE 8.673617e-19f
 #define EQ_GDN_LN_NEGLIGIBLE -41.58883f
+// Longest conv the kernel keeps in registers (Qwen3.5 uses 4).
+#define EQ_GDN_MAX_KERNEL 8
 
 // Sum of v over the block (blockDim.x a multiple of 32, at most EQ_GDN_THREADS); every
 // thread gets the same value. `part` is shared scratch of EQ_GDN_THREADS / 32 floats.
@@ -50,54 +58,71 @@ __device__ __forceinline__ float eq_gdn_block_sum(float v, float* part) {
 }
 
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
-    eq_gdn_conv_decode_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
-                           const float* __restrict__ qkv, const float* __restrict__ taps,
-                           float* __restrict__ q, float* __restrict__ k, float* __restrict__ v,
-                           eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
-    __shared__ float os[EQ_GDN_MAX_DIM];
+    eq_gdn_conv_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
+                    const eq_u32* __restrict__ starts, const float* __restrict__ qkv,
+                    const float* __restrict__ taps, float* __restrict__ q, float* __restrict__ k,
+                    float* __restrict__ v, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv,
+                    eq_u32 kernel) {
     __shared__ float part[EQ_GDN_THREADS / 32];
     const eq_u32 h = blockIdx.x;
     const eq_u32 s = blockIdx.y;
+    const eq_u32 r0 = starts[s];
+    const eq_u32 n = starts[s + 1u] - r0;
     const eq_u64 channels = 2ull * hk * dk + (eq_u64)hv * dv;
     const bool is_v = h >= 2u * hk;
     const eq_u32 width = is_v ? dv : dk;
     const eq_u64 first = is_v ? 2ull * hk * dk + (eq_u64)(h - 2u * hk) * dv : (eq_u64)h * dk;
-    float* dst = h < hk ? q + ((eq_u64)s * hk + h) * dk
-               : !is_v  ? k + ((eq_u64)s * hk + h - hk) * dk
-                        : v + ((eq_u64)s * hv + h - 2u * hk) * dv;
+    float* dst = h < hk ? q + (eq_u64)r0 * hk * dk + (eq_u64)h * n * dk
+               : !is_v  ? k + (eq_u64)r0 * hk * dk + (eq_u64)(h - hk) * n * dk
+                        : v + (eq_u64)r0 * hv * dv + (eq_u64)(h - 2u * hk) * n * dv;
     const eq_u32 hist = kernel - 1u;
     float* win = windows + (eq_u64)slot_of[s] * hist * channels;
-    const float* x = qkv + (eq_u64)s * channels;
 
-    float ss = 0.0f;
     for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
         const eq_u64 c = first + t;
-        float o = 0.0f;
+        float w[EQ_GDN_MAX_KERNEL];  // the window, oldest first, then the taps
+        float tap[EQ_GDN_MAX_KERNEL];
         for (eq_u32 i = 0; i < hist; ++i) {
-            o = fmaf(taps[(eq_u64)i * channels + c], win[(eq_u64)i * channels + c], o);
+            w[i] = win[(eq_u64)i * channels + c];
         }
-        const float xc = x[c];
-        o = fmaf(taps[(eq_u64)hist * channels + c], xc, o);
-        o = o / (1.0f + expf(-o));
-        for (eq_u32 i = 0; i + 1u < hist; ++i) {
-            win[(eq_u64)i * channels + c] = win[(eq_u64)(i + 1u) * channels + c];
+        for (eq_u32 i = 0; i <= hist; ++i) {
+            tap[i] = taps[(eq_u64)i * channels + c];
         }
-        if (hist > 0u) {
-            win[(eq_u64)(hist - 1u) * channels + c] = xc;
+        for (eq_u32 r = 0; r < n; ++r) {
+            const float xc = qkv[(eq_u64)(r0 + r) * channels + c];
+            float o = 0.0f;
+            for (eq_u32 i = 0; i < hist; ++i) {
+                o = fmaf(tap[i], w[i], o);
+            }
+            o = fmaf(tap[hist], xc, o);
+            for (eq_u32 i = 0; i + 1u < hist; ++i) {
+                w[i] = w[i + 1u];
+            }
+            if (hist > 0u) {
+                w[hist - 1u] = xc;
+            }
+            dst[(eq_u64)r * width + t] = o / (1.0f + expf(-o));
         }
-        os[t] = o;
-        ss = fmaf(o, o, ss);
+        for (eq_u32 i = 0; i < hist; ++i) {
+            win[(eq_u64)i * channels + c] = w[i];
+        }
     }
-    float scale = 1.0f;
-    if (!is_v) {
-        // L2 norm with the GDN kernel's epsilon inside the root; queries also 1/√dk.
-        scale = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) + 1e-6f);
-        if (h < hk) {
-            scale *= 1.0f / sqrtf((float)dk);
-        }
+    if (is_v) {
+        return;  // uniform across the block
     }
-    for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
-        dst[t] = os[t] * scale;
+    // L2 norm of each row with the GDN kernel's epsilon inside the root; queries also
+    // 1/√dk. A thread rereads only the channels it wrote.
+    const float q_scale = h < hk ? 1.0f / sqrtf((float)dk) : 1.0f;
+    for (eq_u32 r = 0; r < n; ++r) {
+        float* row = dst + (eq_u64)r * width;
+        float ss = 0.0f;
+        for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
+            ss = fmaf(row[t], row[t], ss);
+        }
+        const float scale = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) + 1e-6f) * q_scale;
+        for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
+            row[t] *= scale;
+        }
     }
 }
 
@@ -106,13 +131,14 @@ __device__ __forceinline__ float eq_gdn_softplus(float x) {
 }
 
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
-    eq_gdn_decode_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
-                      const float* __restrict__ q, const float* __restrict__ k,
-                      const float* __restrict__ v, const float* __restrict__ b,
-                      const float* __restrict__ a, const float* __restrict__ z,
-                      const float* __restrict__ neg_a, const float* __restrict__ dt_bias,
-                      const float* __restrict__ norm_w, float* __restrict__ out, eq_u32 hk,
-                      eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    eq_gdn_recurrence_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
+                          const eq_u32* __restrict__ starts, const float* __restrict__ q,
+                          const float* __restrict__ k, const float* __restrict__ v,
+                          const float* __restrict__ b, const float* __restrict__ a,
+                          const float* __restrict__ z, const float* __restrict__ neg_a,
+                          const float* __restrict__ dt_bias, const float* __restrict__ norm_w,
+                          float* __restrict__ out, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv,
+                          float eps) {
     __shared__ float ks[EQ_GDN_MAX_DIM];
     __shared__ float qs[EQ_GDN_MAX_DIM];
     __shared__ float os[EQ_GDN_MAX_DIM];
@@ -120,51 +146,59 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
 
     const eq_u32 j = blockIdx.x;
     const eq_u32 s = blockIdx.y;
+    const eq_u32 r0 = starts[s];
+    const eq_u32 n = starts[s + 1u] - r0;
     const eq_u32 kh = j / (hv / hk);
-    const float* kr = k + ((eq_u64)s * hk + kh) * dk;
-    const float* qr = q + ((eq_u64)s * hk + kh) * dk;
-    for (eq_u32 i = threadIdx.x; i < dk; i += blockDim.x) {
-        ks[i] = kr[i];
-        qs[i] = qr[i];
-    }
-    __syncthreads();
-
-    float kq = 0.0f;  // every thread sums in the same order: one value for the block
-    for (eq_u32 i = 0; i < dk; ++i) {
-        kq = fmaf(ks[i], qs[i], kq);
-    }
-    const float beta = 1.0f / (1.0f + expf(-b[(eq_u64)s * hv + j]));
-    const float g = neg_a[j] * eq_gdn_softplus(a[(eq_u64)s * hv + j] + dt_bias[j]);
-    const float decay = g < EQ_GDN_LN_NEGLIGIBLE ? 0.0f : expf(g);
-
     float* S = states + ((eq_u64)slot_of[s] * hv + j) * dk * dv;
-    const float* vr = v + ((eq_u64)s * hv + j) * dv;
-    float ss = 0.0f;
-    for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
-        float ac = 0.0f;
-        float bc = 0.0f;
-        for (eq_u32 i = 0; i < dk; ++i) {
-            const float sv = S[(eq_u64)i * dv + c];
-            ac = fmaf(ks[i], sv, ac);
-            bc = fmaf(qs[i], sv, bc);
-        }
-        const float delta = beta * (vr[c] - decay * ac);
-        const float oc = decay * bc + kq * delta;
-        for (eq_u32 i = 0; i < dk; ++i) {
-            float* p = S + (eq_u64)i * dv + c;
-            const float nv = fmaf(ks[i], delta, decay * *p);
-            *p = fabsf(nv) < EQ_GDN_NEGLIGIBLE ? 0.0f : nv;
-        }
-        os[c] = oc;
-        ss = fmaf(oc, oc, ss);
-    }
+    const float* kspan = k + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
+    const float* qspan = q + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
+    const float* vspan = v + (eq_u64)r0 * hv * dv + (eq_u64)j * n * dv;
 
-    // Gated RMSNorm over the head's dv outputs.
-    const float inv = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) / (float)dv + eps);
-    const float* zr = z + ((eq_u64)s * hv + j) * dv;
-    float* orow = out + ((eq_u64)s * hv + j) * dv;
-    for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
-        const float zc = zr[c];
-        orow[c] = os[c] * inv * norm_w[c] * (zc / (1.0f + expf(-zc)));
+    for (eq_u32 r = 0; r < n; ++r) {
+        const eq_u64 t = (eq_u64)r0 + r;  // batch row
+        __syncthreads();  // the previous row's readers of ks/qs are done
+        for (eq_u32 i = threadIdx.x; i < dk; i += blockDim.x) {
+            ks[i] = kspan[(eq_u64)r * dk + i];
+            qs[i] = qspan[(eq_u64)r * dk + i];
+        }
+        __syncthreads();
+
+        float kq = 0.0f;  // every thread sums in the same order: one value for the block
+        for (eq_u32 i = 0; i < dk; ++i) {
+            kq = fmaf(ks[i], qs[i], kq);
+        }
+        const float beta = 1.0f / (1.0f + expf(-b[t * hv + j]));
+        const float g = neg_a[j] * eq_gdn_softplus(a[t * hv + j] + dt_bias[j]);
+        const float decay = g < EQ_GDN_LN_NEGLIGIBLE ? 0.0f : expf(g);
+
+        const float* vr = vspan + (eq_u64)r * dv;
+        float ss = 0.0f;
+        for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
+            float ac = 0.0f;
+            float bc = 0.0f;
+            for (eq_u32 i = 0; i < dk; ++i) {
+                const float sv = S[(eq_u64)i * dv + c];
+                ac = fmaf(ks[i], sv, ac);
+                bc = fmaf(qs[i], sv, bc);
+            }
+            const float delta = beta * (vr[c] - decay * ac);
+            const float oc = decay * bc + kq * delta;
+            for (eq_u32 i = 0; i < dk; ++i) {
+                float* p = S + (eq_u64)i * dv + c;
+                const float nv = fmaf(ks[i], delta, decay * *p);
+                *p = fabsf(nv) < EQ_GDN_NEGLIGIBLE ? 0.0f : nv;
+            }
+            os[c] = oc;
+            ss = fmaf(oc, oc, ss);
+        }
+
+        // Gated RMSNorm over the head's dv outputs (a thread reads only the os it wrote).
+        const float inv = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) / (float)dv + eps);
+        const float* zr = z + (t * hv + j) * dv;
+        float* orow = out + (t * hv + j) * dv;
+        for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
+            const float zc = zr[c];
+            orow[c] = os[c] * inv * norm_w[c] * (zc / (1.0f + expf(-zc)));
+        }
     }
 }

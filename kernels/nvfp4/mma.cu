@@ -50,15 +50,6 @@ __device__ __forceinline__ eq_u32 eq_bf16x2_mul(eq_u32 a, eq_u32 b) {
 }
 #endif
 
-// f32 to bf16 bits, round to nearest even (NaN stays NaN).
-__device__ __forceinline__ eq_u32 eq_f32_to_bf16_rne(float f) {
-    const eq_u32 u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (u >> 16) | 0x40u;
-    }
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
 // Four E2M1 codes (bits 4i..4i+3 of h hold element i) as two bf16 pairs, elements (0, 1)
 // in p0 and (2, 3) in p1, each multiplied by the bf16 pair s2. Two byte permutes look the
 // magnitudes' high and low bytes up in 8-entry tables held in the permute's operands;

@@ -29,11 +29,18 @@ pub const SAMPLING: KernelSource = model_kernel!("edge_model_sampling", "samplin
 /// The Gated DeltaNet decode step: conv and recurrence (`kernels/model/gdn.cu`).
 pub const GDN: KernelSource = model_kernel!("edge_model_gdn", "gdn.cu");
 
-/// Decode attention over the paged KV cache (`kernels/model/attention.cu`).
+/// Attention of decode, prompt and tree rows over the paged KV cache
+/// (`kernels/model/attention.cu`).
 pub const ATTENTION: KernelSource = model_kernel!("edge_model_attention", "attention.cu");
 
+/// The attention's inputs: q/gate split, q/k norms, partial RoPE (`kernels/model/rope.cu`).
+pub const ROPE: KernelSource = model_kernel!("edge_model_rope", "rope.cu");
+
+/// Stores into and row copies within the paged KV cache (`kernels/model/kv_store.cu`).
+pub const KV_STORE: KernelSource = model_kernel!("edge_model_kv_store", "kv_store.cu");
+
 /// The model's kernel sources.
-pub const MODEL: &[KernelSource] = &[ELEMENTWISE, SAMPLING, GDN, ATTENTION];
+pub const MODEL: &[KernelSource] = &[ELEMENTWISE, SAMPLING, GDN, ATTENTION, ROPE, KV_STORE];
 
 /// The entry points of each model source (checked against the text by a test).
 pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
@@ -53,24 +60,36 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("edge_model_sampling", &["eq_argmax_f32"]),
     (
         "edge_model_gdn",
-        &["eq_gdn_conv_decode_f32", "eq_gdn_decode_f32"],
+        &["eq_gdn_conv_f32", "eq_gdn_recurrence_f32"],
     ),
     (
         "edge_model_attention",
         &[
-            "eq_attn_decode_fp8_d32",
-            "eq_attn_decode_fp8_d64",
-            "eq_attn_decode_fp8_d128",
-            "eq_attn_decode_fp8_d256",
-            "eq_attn_decode_bf16_d32",
-            "eq_attn_decode_bf16_d64",
-            "eq_attn_decode_bf16_d128",
-            "eq_attn_decode_bf16_d256",
-            "eq_attn_decode_f32_d32",
-            "eq_attn_decode_f32_d64",
-            "eq_attn_decode_f32_d128",
-            "eq_attn_decode_f32_d256",
+            "eq_attn_rows_fp8_d32",
+            "eq_attn_rows_fp8_d64",
+            "eq_attn_rows_fp8_d128",
+            "eq_attn_rows_fp8_d256",
+            "eq_attn_rows_bf16_d32",
+            "eq_attn_rows_bf16_d64",
+            "eq_attn_rows_bf16_d128",
+            "eq_attn_rows_bf16_d256",
+            "eq_attn_rows_f32_d32",
+            "eq_attn_rows_f32_d64",
+            "eq_attn_rows_f32_d128",
+            "eq_attn_rows_f32_d256",
             "eq_attn_combine",
+        ],
+    ),
+    ("edge_model_rope", &["eq_attn_inputs_f32"]),
+    (
+        "edge_model_kv_store",
+        &[
+            "eq_kv_store_fp8",
+            "eq_kv_store_bf16",
+            "eq_kv_store_f32",
+            "eq_kv_copy_rows_fp8",
+            "eq_kv_copy_rows_bf16",
+            "eq_kv_copy_rows_f32",
         ],
     ),
 ];

@@ -12,6 +12,7 @@
 //! [`Backend`]. The CPU backend ([`cpu::Cpu`]) is the reference every device backend
 //! is tested against.
 
+pub mod attention_rows;
 pub mod backend;
 mod batch;
 pub mod checkpoint;
@@ -33,6 +34,7 @@ pub mod synthetic;
 mod tree;
 mod weights;
 
+pub use attention_rows::AttentionRows;
 pub use backend::{Backend, ForwardPlan, Gate, GdnKept, LinearShape, SpanPlan, TreePlan};
 pub use batch::{LogitRows, MAX_TREE_ROWS, SeqSpan, StepBatch, TreeLayout};
 pub use checkpoint::{Checkpoint, TensorView};

@@ -1,9 +1,11 @@
-//! Decode attention over the paged KV cache on the GPU (`kernels/model/attention.cu`):
-//! one query row per span, the sequence split across CTAs and merged by a second pass.
+//! Attention over the paged KV cache on the GPU (`kernels/model/attention.cu`): decode,
+//! prompt and token-tree rows alike (each query row sees the rows its
+//! [`AttentionRows`] entry names), the sequence split across CTAs and merged by a second
+//! pass.
 
 use super::ops::{check_len, cuda_err, dim_u32};
 use crate::kernel_sources::ATTENTION;
-use crate::{ModelError, Result};
+use crate::{AttentionRows, ModelError, Result};
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use edge_core::cuda::{CudaDevice, CudaSlice};
 
@@ -14,6 +16,8 @@ pub const MAX_GROUP: usize = 8;
 /// Cache rows per CTA of the first pass: long enough that the merge is cheap, short
 /// enough that a few thousand rows of one sequence still spread over the GPU.
 const SPLIT_ROWS: usize = 256;
+/// Query rows one launch takes (the grid's y limit).
+pub const MAX_ROWS: usize = 65_535;
 
 /// One attention layer's pages on the device, in the CPU cache's layout (keys and values
 /// each `[pages, kv_heads, block, head_dim]`) and element type.
@@ -46,7 +50,7 @@ pub enum KvPages<'a> {
 }
 
 /// The layer's attention shape and its cache.
-pub struct DecodeAttention<'a> {
+pub struct PagedAttention<'a> {
     /// The pages.
     pub pages: KvPages<'a>,
     /// KV heads.
@@ -55,62 +59,78 @@ pub struct DecodeAttention<'a> {
     pub group: usize,
     /// Head width: 32, 64, 128 or 256.
     pub head_dim: usize,
-    /// Rows per page.
-    pub block_size: usize,
 }
 
-/// Each span's page table on the device and the host: `max_pages` page ids per span
-/// (row-major; unused tail entries must still name a page), and the rows it sees.
-pub struct SpanPages<'a> {
-    /// Page ids, `[spans, max_pages]`.
-    pub table: &'a CudaSlice<u32>,
-    /// The same on the host (checked before the launch).
-    pub table_host: &'a [u32],
-    /// Rows each span attends to (its position + 1), on the device.
-    pub lens: &'a CudaSlice<u32>,
-    /// The same on the host.
-    pub lens_host: &'a [u32],
-    /// Table entries per span.
-    pub max_pages: usize,
+/// A pass's [`AttentionRows`] on the device (uploaded once, read by every attention
+/// layer), with the host copy the launches check against.
+pub struct DeviceAttentionRows {
+    host: AttentionRows,
+    table: CudaSlice<u32>,
+    span_of: CudaSlice<u32>,
+    lens: CudaSlice<u32>,
+    masks: CudaSlice<u64>,
+    stores: CudaSlice<u32>,
 }
 
-/// `out[s, h, :] = softmax(q[s, h] · Kᵀ / √head_dim) · V` over span `s`'s first
-/// `lens[s]` cached rows, for every query head `h` (KV head `h / group`); `q` and `out`
-/// are `[spans, kv_heads · group, head_dim]`.
-pub fn attention_decode(
+impl DeviceAttentionRows {
+    /// Checks `rows` and uploads them.
+    pub fn upload(dev: &CudaDevice, rows: AttentionRows) -> Result<Self> {
+        rows.check()?;
+        if rows.rows() > MAX_ROWS {
+            return Err(ModelError::InvalidInput(format!(
+                "attention: {} query rows in one launch (at most {MAX_ROWS})",
+                rows.rows()
+            )));
+        }
+        // A zero-length upload is not a valid allocation: keep one padding entry.
+        let pad = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        let masks = if rows.masks.is_empty() {
+            vec![0]
+        } else {
+            rows.masks.clone()
+        };
+        Ok(DeviceAttentionRows {
+            table: dev.upload(&pad(&rows.table))?,
+            span_of: dev.upload(&pad(&rows.span_of))?,
+            lens: dev.upload(&pad(&rows.lens))?,
+            masks: dev.upload(&masks)?,
+            stores: dev.upload(&pad(&rows.stores))?,
+            host: rows,
+        })
+    }
+
+    /// The host copy.
+    pub fn host(&self) -> &AttentionRows {
+        &self.host
+    }
+
+    /// Each row's cache slot on the device ([`AttentionRows::stores`]).
+    pub(super) fn stores(&self) -> &CudaSlice<u32> {
+        &self.stores
+    }
+}
+
+/// `out[i, h, :] = softmax(q[i, h] · Kᵀ / √head_dim) · V` over the cache rows query row
+/// `i` sees (see [`AttentionRows`]), for every query head `h` (KV head `h / group`);
+/// `q` and `out` are `[rows, kv_heads · group, head_dim]`.
+pub fn attention_rows(
     dev: &CudaDevice,
-    layer: &DecodeAttention<'_>,
-    spans: &SpanPages<'_>,
+    layer: &PagedAttention<'_>,
+    rows: &DeviceAttentionRows,
     q: &CudaSlice<f32>,
     out: &mut CudaSlice<f32>,
 ) -> Result<()> {
-    const OP: &str = "attention_decode";
-    let (kvh, group, dim, block) = (
-        layer.kv_heads,
-        layer.group,
-        layer.head_dim,
-        layer.block_size,
-    );
-    if kvh == 0
-        || block == 0
-        || !(1..=MAX_GROUP).contains(&group)
-        || ![32, 64, 128, 256].contains(&dim)
-    {
+    const OP: &str = "attention";
+    let host = &rows.host;
+    let (kvh, group, dim, block) = (layer.kv_heads, layer.group, layer.head_dim, host.block_size);
+    if kvh == 0 || !(1..=MAX_GROUP).contains(&group) || ![32, 64, 128, 256].contains(&dim) {
         return Err(ModelError::InvalidInput(format!(
-            "{OP}: {kvh} KV heads, group {group}, head_dim {dim}, block {block} (group \
-             1..={MAX_GROUP}, head_dim 32/64/128/256)"
+            "{OP}: {kvh} KV heads, group {group}, head_dim {dim} (group 1..={MAX_GROUP}, \
+             head_dim 32/64/128/256)"
         )));
     }
-    let n = spans.lens_host.len();
+    let n = host.rows();
     let heads = kvh * group;
-    check_len(OP, "lens", n, spans.lens.len())?;
-    check_len(OP, "page table", n * spans.max_pages, spans.table.len())?;
-    check_len(
-        OP,
-        "page table (host)",
-        n * spans.max_pages,
-        spans.table_host.len(),
-    )?;
     check_len(OP, "q", n * heads * dim, q.len())?;
     check_len(OP, "out", n * heads * dim, out.len())?;
     let page_elems = kvh * block * dim;
@@ -122,26 +142,15 @@ pub fn attention_decode(
     let pool = stored.0 / page_elems;
     check_len(OP, "keys", pool * page_elems, stored.0)?;
     check_len(OP, "values", pool * page_elems, stored.1)?;
-    if let Some(&bad) = spans.table_host.iter().find(|&&p| p as usize >= pool) {
+    if let Some(&bad) = host.table.iter().find(|&&p| p as usize >= pool) {
         return Err(ModelError::InvalidInput(format!(
             "{OP}: page {bad} of a pool of {pool}"
-        )));
-    }
-    let capacity = spans.max_pages * block;
-    if let Some(&bad) = spans
-        .lens_host
-        .iter()
-        .find(|&&l| l == 0 || l as usize > capacity)
-    {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: a span sees {bad} rows; 1..={capacity} fit its table"
         )));
     }
     if n == 0 {
         return Ok(());
     }
-    let longest = spans.lens_host.iter().copied().max().unwrap_or(1) as usize;
-    let splits = longest.div_ceil(SPLIT_ROWS);
+    let splits = host.longest().div_ceil(SPLIT_ROWS);
     let mut part_m = dev.zeros::<f32>(n * heads * splits)?;
     let mut part_l = dev.zeros::<f32>(n * heads * splits)?;
     let mut part_acc = dev.zeros::<f32>(n * heads * splits * dim)?;
@@ -149,9 +158,9 @@ pub fn attention_decode(
         kv_heads: dim_u32(OP, "kv heads", kvh)?,
         group: dim_u32(OP, "group", group)?,
         block: dim_u32(OP, "block", block)?,
-        max_pages: dim_u32(OP, "max pages", spans.max_pages)?,
+        max_pages: dim_u32(OP, "max pages", host.max_pages)?,
         split_rows: SPLIT_ROWS as u32,
-        spans: dim_u32(OP, "spans", n)?,
+        rows: dim_u32(OP, "rows", n)?,
         splits: dim_u32(OP, "splits", splits)?,
     };
     let scale = 1.0 / (dim as f32).sqrt();
@@ -159,7 +168,7 @@ pub fn attention_decode(
         dev,
         dim,
         scale,
-        spans,
+        rows,
         q,
         parts: (&mut part_m, &mut part_l, &mut part_acc),
         dims: &dims,
@@ -178,7 +187,7 @@ pub fn attention_decode(
     let dim_u32v = dim as u32;
     let func = dev.function(&ATTENTION, "eq_attn_combine")?;
     let cfg = LaunchConfig {
-        grid_dim: (heads_u32, dims.spans, 1),
+        grid_dim: (heads_u32, dims.rows, 1),
         block_dim: (dim_u32v, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -192,8 +201,8 @@ pub fn attention_decode(
         .arg(&dim_u32v)
         .arg(&dims.splits);
     // SAFETY: eq_attn_combine(const float* m, const float* l, const float* acc, float* out,
-    // u32 heads, u32 dim, u32 splits): the partials hold spans·heads·splits (·dim) values
-    // (allocated above), out spans·heads·dim (checked); grid (heads, spans), dim ≤ 256
+    // u32 heads, u32 dim, u32 splits): the partials hold rows·heads·splits (·dim) values
+    // (allocated above), out rows·heads·dim (checked); grid (heads, rows), dim ≤ 256
     // threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
@@ -206,7 +215,7 @@ struct Dims {
     block: u32,
     max_pages: u32,
     split_rows: u32,
-    spans: u32,
+    rows: u32,
     splits: u32,
 }
 
@@ -216,7 +225,7 @@ struct FirstPass<'a> {
     dim: usize,
     /// The softmax scale, `1/√head_dim`.
     scale: f32,
-    spans: &'a SpanPages<'a>,
+    rows: &'a DeviceAttentionRows,
     q: &'a CudaSlice<f32>,
     parts: (
         &'a mut CudaSlice<f32>,
@@ -240,24 +249,26 @@ impl FirstPass<'_> {
             dev,
             dim,
             scale,
-            spans,
+            rows,
             q,
             dims: d,
             ..
         } = *self;
         let (part_m, part_l, part_acc) =
             (&mut *self.parts.0, &mut *self.parts.1, &mut *self.parts.2);
-        let func = dev.function(&ATTENTION, &format!("eq_attn_decode_{kv}_d{dim}"))?;
+        let func = dev.function(&ATTENTION, &format!("eq_attn_rows_{kv}_d{dim}"))?;
         let cfg = LaunchConfig {
-            grid_dim: (d.kv_heads, d.spans, d.splits),
+            grid_dim: (d.kv_heads, d.rows, d.splits),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let mut launch = dev.stream().launch_builder(&func);
         launch
             .arg(q)
-            .arg(spans.table)
-            .arg(spans.lens)
+            .arg(&rows.table)
+            .arg(&rows.span_of)
+            .arg(&rows.lens)
+            .arg(&rows.masks)
             .arg(keys)
             .arg(values)
             .arg(&k_scale)
@@ -272,10 +283,11 @@ impl FirstPass<'_> {
             .arg(&d.max_pages)
             .arg(&d.split_rows);
         // SAFETY: matches EQ_ATTN_ENTRY's parameters for the named cache type and head_dim.
-        // Checked by the caller: q holds spans·heads·dim values; every table entry is a page
-        // of the pool and every span's length fits its table, so every row read is inside
-        // keys/values; the partials hold spans·heads·splits (·dim) values for the grid
-        // (kv_heads, spans, splits) with splits·split_rows ≥ the longest span.
+        // Checked by the caller and DeviceAttentionRows::upload: q holds rows·heads·dim
+        // values; the row arrays hold one entry per row and name spans of the table; every
+        // table entry is a page of the pool and no row sees past its table, so every row
+        // read is inside keys/values; the partials hold rows·heads·splits (·dim) values for
+        // the grid (kv_heads, rows, splits) with splits·split_rows ≥ every row's end.
         unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
         Ok(())
     }

@@ -1,7 +1,8 @@
-//! The Gated DeltaNet decode step on the GPU (`kernels/model/gdn.cu`), for one-token
-//! spans: [`gdn_conv_decode`] (the causal conv + SiLU on each span's conv window, then
-//! the q/k L2 norms, as `cpu::gdn::conv`) and [`gdn_decode`] (the gated delta rule on each
-//! span's state slot and the gated RMSNorm, as `cpu::gdn::recurrence`).
+//! The Gated DeltaNet on the GPU (`kernels/model/gdn.cu`) over spans of consecutive rows
+//! (decode steps and prompt chunks; token trees are not handled yet): [`gdn_conv`] (the
+//! causal conv + SiLU continuing each span's conv window, then the q/k L2 norms, as
+//! `cpu::gdn::conv`) and [`gdn_recurrence`] (the gated delta rule on each span's state
+//! slot, row after row, and the gated RMSNorm, as `cpu::gdn::recurrence`).
 
 use super::ops::{check_len, cuda_err, dim_u32};
 use crate::kernel_sources::GDN;
@@ -13,6 +14,8 @@ use edge_core::cuda::{CudaDevice, CudaSlice};
 const THREADS: u32 = 128;
 /// Largest key or value head width the kernel's shared buffers hold (`EQ_GDN_MAX_DIM`).
 pub const MAX_HEAD_DIM: usize = 256;
+/// Longest conv the kernel keeps in registers (`EQ_GDN_MAX_KERNEL`).
+pub const MAX_CONV_KERNEL: usize = 8;
 
 /// A Gated DeltaNet layer's head shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +31,7 @@ pub struct GdnHeads {
 }
 
 /// A Gated DeltaNet layer's recurrence parameters on the device.
-pub struct GdnDecodeLayer<'a> {
+pub struct GdnLayer<'a> {
     /// The head shape.
     pub heads: GdnHeads,
     /// `−exp(A_log)` per value head.
@@ -41,10 +44,11 @@ pub struct GdnDecodeLayer<'a> {
     pub eps: f32,
 }
 
-/// One decode step's inputs, one token per span: `q`, `k` `[spans, key_heads, key_dim]`
-/// (normalised, `q` scaled), `v`, `z` `[spans, value_heads, value_dim]`, `b`, `a`
-/// `[spans, value_heads]`.
-pub struct GdnDecodeInputs<'a> {
+/// A recurrence's inputs: `q`, `k` (`[key_heads, n, key_dim]` per span of n rows,
+/// normalised, `q` scaled) and `v` (`[value_heads, n, value_dim]` per span) as
+/// [`gdn_conv`] writes them; token-major `z` (`[rows, value_heads, value_dim]`), `b`, `a`
+/// (`[rows, value_heads]`).
+pub struct GdnInputs<'a> {
     /// Queries.
     pub q: &'a CudaSlice<f32>,
     /// Keys.
@@ -57,6 +61,57 @@ pub struct GdnDecodeInputs<'a> {
     pub a: &'a CudaSlice<f32>,
     /// Output gate.
     pub z: &'a CudaSlice<f32>,
+}
+
+/// A pass's spans on the device: span `s` is batch rows `starts[s] .. starts[s + 1]`
+/// and carries state slot `slots[s]` (uploaded once, read by every GDN layer).
+pub struct GdnSpans {
+    slots_host: Vec<u32>,
+    starts_host: Vec<u32>,
+    slots: CudaSlice<u32>,
+    starts: CudaSlice<u32>,
+}
+
+impl GdnSpans {
+    /// Spans of `rows[s]` rows each (at least one), in batch order, on distinct `slots`.
+    pub fn upload(dev: &CudaDevice, slots: Vec<u32>, rows: &[usize]) -> Result<Self> {
+        const OP: &str = "gdn spans";
+        check_len(OP, "row counts", slots.len(), rows.len())?;
+        check_slots(OP, &slots, usize::MAX)?;
+        let mut starts = Vec::with_capacity(rows.len() + 1);
+        let mut at = 0usize;
+        starts.push(0);
+        for &n in rows {
+            if n == 0 {
+                return Err(ModelError::InvalidInput(format!("{OP}: an empty span")));
+            }
+            at += n;
+            starts.push(dim_u32(OP, "rows", at)?);
+        }
+        // A zero-length upload is not a valid allocation: keep one padding slot.
+        let slots_dev = dev.upload(if slots.is_empty() { &[0] } else { &slots[..] })?;
+        Ok(GdnSpans {
+            slots: slots_dev,
+            starts: dev.upload(&starts)?,
+            slots_host: slots,
+            starts_host: starts,
+        })
+    }
+
+    /// Spans.
+    pub fn len(&self) -> usize {
+        self.slots_host.len()
+    }
+
+    /// True without spans.
+    pub fn is_empty(&self) -> bool {
+        self.slots_host.is_empty()
+    }
+
+    /// Batch rows of all spans.
+    pub fn rows(&self) -> usize {
+        *self.starts_host.last().expect("starts holds a leading 0") as usize
+    }
 }
 
 /// Fails unless the slots are distinct and inside a pool of `pool`.
@@ -108,19 +163,17 @@ fn launch_shape(op: &str, heads: u32, spans: usize) -> Result<LaunchConfig> {
     })
 }
 
-/// The conv of one decode step: `qkv` (`[spans, channels]`, channels = q heads, k heads,
-/// v heads) through the depthwise conv of `taps` (`[kernel, channels]`) continuing each
-/// span's window in `windows` (`[slots, kernel − 1, channels]`, oldest row first, updated),
-/// then SiLU; writes `q`, `k` (`[spans, key_heads, key_dim]`, L2-normalised, `q` scaled by
-/// `1/√key_dim`) and `v` (`[spans, value_heads, value_dim]`).
-#[allow(clippy::too_many_arguments)]
-pub fn gdn_conv_decode(
+/// The conv: `qkv` (`[rows, channels]`, channels = q heads, k heads, v heads) through the
+/// depthwise conv of `taps` (`[kernel, channels]`, kernel ≤ [`MAX_CONV_KERNEL`])
+/// continuing each span's window in `windows` (`[slots, kernel − 1, channels]`, oldest row
+/// first, updated), then SiLU; writes per span `q`, `k` (`[key_heads, n, key_dim]`,
+/// L2-normalised, `q` scaled by `1/√key_dim`) and `v` (`[value_heads, n, value_dim]`).
+pub fn gdn_conv(
     dev: &CudaDevice,
     heads: GdnHeads,
     taps: &CudaSlice<f32>,
     windows: &mut CudaSlice<f32>,
-    slots: &CudaSlice<u32>,
-    slots_host: &[u32],
+    spans: &GdnSpans,
     qkv: &CudaSlice<f32>,
     (q, k, v): (
         &mut CudaSlice<f32>,
@@ -128,7 +181,7 @@ pub fn gdn_conv_decode(
         &mut CudaSlice<f32>,
     ),
 ) -> Result<()> {
-    const OP: &str = "gdn_conv_decode";
+    const OP: &str = "gdn_conv";
     let GdnHeads {
         key_heads: hk,
         value_heads: hv,
@@ -138,36 +191,36 @@ pub fn gdn_conv_decode(
     check_heads(OP, hk, hv, dk, dv)?;
     let channels = 2 * hk * dk + hv * dv;
     let kernel = taps.len() / channels;
-    if kernel == 0 || taps.len() != kernel * channels {
+    if kernel == 0 || kernel > MAX_CONV_KERNEL || taps.len() != kernel * channels {
         return Err(ModelError::InvalidInput(format!(
-            "{OP}: {} taps are not rows of the {channels} channels",
+            "{OP}: {} taps are not 1..={MAX_CONV_KERNEL} rows of the {channels} channels",
             taps.len()
         )));
     }
-    let spans = slots_host.len();
-    check_len(OP, "slots", spans, slots.len())?;
-    check_len(OP, "qkv", spans * channels, qkv.len())?;
-    check_len(OP, "q", spans * hk * dk, q.len())?;
-    check_len(OP, "k", spans * hk * dk, k.len())?;
-    check_len(OP, "v", spans * hv * dv, v.len())?;
+    let rows = spans.rows();
+    check_len(OP, "qkv", rows * channels, qkv.len())?;
+    check_len(OP, "q", rows * hk * dk, q.len())?;
+    check_len(OP, "k", rows * hk * dk, k.len())?;
+    check_len(OP, "v", rows * hv * dv, v.len())?;
     let per_slot = (kernel - 1) * channels;
     // A kernel of 1 keeps no window: any slot number is accepted.
     let pool = windows.len().checked_div(per_slot).unwrap_or(usize::MAX);
     if per_slot != 0 {
         check_len(OP, "windows", pool * per_slot, windows.len())?;
     }
-    check_slots(OP, slots_host, pool)?;
-    if spans == 0 {
+    check_slots(OP, &spans.slots_host, pool)?;
+    if spans.is_empty() {
         return Ok(());
     }
     let [hk32, hv32, dk32, dv32] = head_dims(OP, heads)?;
     let dims = [hk32, hv32, dk32, dv32, dim_u32(OP, "kernel", kernel)?];
-    let func = dev.function(&GDN, "eq_gdn_conv_decode_f32")?;
-    let cfg = launch_shape(OP, 2 * hk32 + hv32, spans)?;
+    let func = dev.function(&GDN, "eq_gdn_conv_f32")?;
+    let cfg = launch_shape(OP, 2 * hk32 + hv32, spans.len())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(windows)
-        .arg(slots)
+        .arg(&spans.slots)
+        .arg(&spans.starts)
         .arg(qkv)
         .arg(taps)
         .arg(q)
@@ -176,27 +229,26 @@ pub fn gdn_conv_decode(
     for d in &dims {
         launch.arg(d);
     }
-    // SAFETY: matches eq_gdn_conv_decode_f32's parameters (gdn.cu). Lengths checked above
-    // against the shape, slots distinct and inside the window pool, dk, dv ≤
-    // EQ_GDN_MAX_DIM; grid (2·hk + hv, spans) with EQ_GDN_THREADS threads.
+    // SAFETY: matches eq_gdn_conv_f32's parameters (gdn.cu). Lengths checked above against
+    // the shape and the spans' rows (starts ascend from 0 to rows), slots distinct and inside
+    // the window pool, kernel ≤ EQ_GDN_MAX_KERNEL; grid (2·hk + hv, spans) with
+    // EQ_GDN_THREADS threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }
 
-/// Runs the step: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
-/// span's slot (`slots` on the device, `slots_host` the same on the host: checked against
-/// the pool and for repeats before the launch) and writes `out`
-/// (`[spans, value_heads, value_dim]`).
-pub fn gdn_decode(
+/// The recurrence: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
+/// span's slot, one row after the other, and writes `out` (`[rows, value_heads,
+/// value_dim]`, token-major).
+pub fn gdn_recurrence(
     dev: &CudaDevice,
-    layer: &GdnDecodeLayer<'_>,
+    layer: &GdnLayer<'_>,
     states: &mut CudaSlice<f32>,
-    slots: &CudaSlice<u32>,
-    slots_host: &[u32],
-    x: &GdnDecodeInputs<'_>,
+    spans: &GdnSpans,
+    x: &GdnInputs<'_>,
     out: &mut CudaSlice<f32>,
 ) -> Result<()> {
-    const OP: &str = "gdn_decode";
+    const OP: &str = "gdn_recurrence";
     let GdnHeads {
         key_heads: hk,
         value_heads: hv,
@@ -204,32 +256,32 @@ pub fn gdn_decode(
         value_dim: dv,
     } = layer.heads;
     check_heads(OP, hk, hv, dk, dv)?;
-    let spans = slots_host.len();
-    check_len(OP, "slots", spans, slots.len())?;
-    check_len(OP, "q", spans * hk * dk, x.q.len())?;
-    check_len(OP, "k", spans * hk * dk, x.k.len())?;
-    check_len(OP, "v", spans * hv * dv, x.v.len())?;
-    check_len(OP, "z", spans * hv * dv, x.z.len())?;
-    check_len(OP, "b", spans * hv, x.b.len())?;
-    check_len(OP, "a", spans * hv, x.a.len())?;
-    check_len(OP, "out", spans * hv * dv, out.len())?;
+    let rows = spans.rows();
+    check_len(OP, "q", rows * hk * dk, x.q.len())?;
+    check_len(OP, "k", rows * hk * dk, x.k.len())?;
+    check_len(OP, "v", rows * hv * dv, x.v.len())?;
+    check_len(OP, "z", rows * hv * dv, x.z.len())?;
+    check_len(OP, "b", rows * hv, x.b.len())?;
+    check_len(OP, "a", rows * hv, x.a.len())?;
+    check_len(OP, "out", rows * hv * dv, out.len())?;
     check_len(OP, "neg_a", hv, layer.neg_a.len())?;
     check_len(OP, "dt_bias", hv, layer.dt_bias.len())?;
     check_len(OP, "norm weight", dv, layer.norm_weight.len())?;
     let per_slot = hv * dk * dv;
     let pool = states.len() / per_slot;
     check_len(OP, "states", pool * per_slot, states.len())?;
-    check_slots(OP, slots_host, pool)?;
-    if spans == 0 {
+    check_slots(OP, &spans.slots_host, pool)?;
+    if spans.is_empty() {
         return Ok(());
     }
     let dims = head_dims(OP, layer.heads)?;
-    let func = dev.function(&GDN, "eq_gdn_decode_f32")?;
-    let cfg = launch_shape(OP, dims[1], spans)?;
+    let func = dev.function(&GDN, "eq_gdn_recurrence_f32")?;
+    let cfg = launch_shape(OP, dims[1], spans.len())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(states)
-        .arg(slots)
+        .arg(&spans.slots)
+        .arg(&spans.starts)
         .arg(x.q)
         .arg(x.k)
         .arg(x.v)
@@ -245,10 +297,10 @@ pub fn gdn_decode(
         .arg(&dims[2])
         .arg(&dims[3])
         .arg(&layer.eps);
-    // SAFETY: matches eq_gdn_decode_f32's parameter list (gdn.cu). Every buffer's length
-    // was checked against the shape above, the slots are distinct and inside the pool
-    // (checked on the host copy), dk, dv ≤ EQ_GDN_MAX_DIM (the shared buffers), and the
-    // grid is (value heads, spans) with EQ_GDN_THREADS threads as the kernel expects.
+    // SAFETY: matches eq_gdn_recurrence_f32's parameter list (gdn.cu). Every buffer's
+    // length was checked against the shape and the spans' rows above, the slots are
+    // distinct and inside the pool (checked on the host copy), dk, dv ≤ EQ_GDN_MAX_DIM (the
+    // shared buffers), and the grid is (value heads, spans) with EQ_GDN_THREADS threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }

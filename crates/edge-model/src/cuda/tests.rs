@@ -10,13 +10,13 @@ use crate::cpu::norm;
 use edge_core::cuda::{CudaDevice, KernelCache};
 use std::sync::Arc;
 
-fn device() -> Arc<CudaDevice> {
+pub(super) fn device() -> Arc<CudaDevice> {
     let dir = std::env::temp_dir().join("edge-model-ptx-cache");
     CudaDevice::new(0, KernelCache::in_dir(dir)).expect("open cuda:0")
 }
 
 /// Deterministic values in about [−scale, scale].
-fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
+pub(super) fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
     (0..n)
         .map(|i| {
             let h = (i as u32)
@@ -27,7 +27,7 @@ fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
         .collect()
 }
 
-fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
+pub(super) fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
     assert_eq!(gpu.len(), cpu.len(), "{what}: lengths");
     for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
         let tol = rel * c.abs().max(1e-6);
@@ -186,14 +186,18 @@ fn argmax_matches_cpu() {
     assert_eq!(dev.download(&out).unwrap(), want);
 }
 
+/// Spans of 1, 5 and 2 rows (a decode step and two prompt chunks) on scattered slots.
+const GDN_SPAN_ROWS: [usize; 3] = [1, 5, 2];
+const GDN_SLOTS: [u32; 3] = [4, 0, 2];
+
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn gdn_decode_matches_cpu() {
+fn gdn_recurrence_matches_cpu() {
     use crate::cpu::delta_rule::{HeadInputs, recurrent};
     let dev = device();
     // Qwen3.6-27B's GDN shape: 16 key heads, 48 value heads, both 128 wide.
-    let (spans, hk, hv, dk, dv, slots) = (3, 16, 48, 128, 128, 5);
-    let slot_ids = [4u32, 0, 2];
+    let (hk, hv, dk, dv, slots) = (16, 48, 128, 128, 5);
+    let rows: usize = GDN_SPAN_ROWS.iter().sum();
     let unit = |n: usize, seed: u32, scale: f32| -> Vec<f32> {
         let mut x = values(n, seed, 1.0);
         for head in x.chunks_mut(dk) {
@@ -202,13 +206,14 @@ fn gdn_decode_matches_cpu() {
         }
         x
     };
-    let q = unit(spans * hk * dk, 20, 1.0 / (dk as f32).sqrt());
-    let k = unit(spans * hk * dk, 21, 1.0);
+    // q, k, v head-major per span, as the conv writes them; b, a, z token-major.
+    let q = unit(rows * hk * dk, 20, 1.0 / (dk as f32).sqrt());
+    let k = unit(rows * hk * dk, 21, 1.0);
     let (v, z) = (
-        values(spans * hv * dv, 22, 2.0),
-        values(spans * hv * dv, 23, 2.0),
+        values(rows * hv * dv, 22, 2.0),
+        values(rows * hv * dv, 23, 2.0),
     );
-    let (b, a) = (values(spans * hv, 24, 3.0), values(spans * hv, 25, 4.0));
+    let (b, a) = (values(rows * hv, 24, 3.0), values(rows * hv, 25, 4.0));
     let neg_a: Vec<f32> = values(hv, 26, 1.0).iter().map(|x| -x.exp()).collect();
     let dt_bias = values(hv, 27, 1.0);
     let w = values(dv, 28, 0.3)
@@ -217,28 +222,38 @@ fn gdn_decode_matches_cpu() {
         .collect::<Vec<_>>();
     let states = values(slots * hv * dk * dv, 29, 0.2);
 
-    // CPU: the same per-head calls as cpu::gdn::recurrence for one-row spans.
+    // CPU: the per-head calls of cpu::gdn::recurrence.
     let mut want_states = states.clone();
-    let mut want = vec![0.0f32; spans * hv * dv];
-    for (s, &slot) in slot_ids.iter().enumerate() {
+    let mut want = vec![0.0f32; rows * hv * dv];
+    let mut r0 = 0;
+    for (&n, &slot) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS) {
         for j in 0..hv {
             let kh = j / (hv / hk);
-            let beta = [norm::sigmoid(b[s * hv + j])];
-            let g = [neg_a[j] * norm::softplus(a[s * hv + j] + dt_bias[j])];
+            let beta: Vec<f32> = (0..n)
+                .map(|i| norm::sigmoid(b[(r0 + i) * hv + j]))
+                .collect();
+            let g: Vec<f32> = (0..n)
+                .map(|i| neg_a[j] * norm::softplus(a[(r0 + i) * hv + j] + dt_bias[j]))
+                .collect();
             let inp = HeadInputs {
-                q: &q[(s * hk + kh) * dk..][..dk],
-                k: &k[(s * hk + kh) * dk..][..dk],
-                v: &v[(s * hv + j) * dv..][..dv],
+                q: &q[r0 * hk * dk + kh * n * dk..][..n * dk],
+                k: &k[r0 * hk * dk + kh * n * dk..][..n * dk],
+                v: &v[r0 * hv * dv + j * n * dv..][..n * dv],
                 beta: &beta,
                 g: &g,
                 dk,
                 dv,
             };
             let state = &mut want_states[((slot as usize) * hv + j) * dk * dv..][..dk * dv];
-            let o = &mut want[(s * hv + j) * dv..][..dv];
-            recurrent(&inp, state, o);
-            norm::gated_rms_norm(o, &z[(s * hv + j) * dv..][..dv], &w, 1e-6);
+            let mut o = vec![0.0f32; n * dv];
+            recurrent(&inp, state, &mut o);
+            for (i, row) in o.chunks_exact_mut(dv).enumerate() {
+                let at = ((r0 + i) * hv + j) * dv;
+                norm::gated_rms_norm(row, &z[at..][..dv], &w, 1e-6);
+                want[at..][..dv].copy_from_slice(row);
+            }
         }
+        r0 += n;
     }
 
     let up = |x: &[f32]| dev.upload(x).unwrap();
@@ -249,7 +264,7 @@ fn gdn_decode_matches_cpu() {
         key_dim: dk,
         value_dim: dv,
     };
-    let layer = GdnDecodeLayer {
+    let layer = GdnLayer {
         heads,
         neg_a: &neg_a_d,
         dt_bias: &dt_d,
@@ -257,7 +272,7 @@ fn gdn_decode_matches_cpu() {
         eps: 1e-6,
     };
     let (qd, kd, vd, bd, ad, zd) = (up(&q), up(&k), up(&v), up(&b), up(&a), up(&z));
-    let x = GdnDecodeInputs {
+    let x = GdnInputs {
         q: &qd,
         k: &kd,
         v: &vd,
@@ -266,9 +281,9 @@ fn gdn_decode_matches_cpu() {
         z: &zd,
     };
     let mut sd = up(&states);
-    let mut out = dev.zeros::<f32>(spans * hv * dv).unwrap();
-    let slots_d = dev.upload(&slot_ids).unwrap();
-    gdn_decode(&dev, &layer, &mut sd, &slots_d, &slot_ids, &x, &mut out).unwrap();
+    let mut out = dev.zeros::<f32>(rows * hv * dv).unwrap();
+    let spans = GdnSpans::upload(&dev, GDN_SLOTS.to_vec(), &GDN_SPAN_ROWS).unwrap();
+    gdn_recurrence(&dev, &layer, &mut sd, &spans, &x, &mut out).unwrap();
     let max_abs = |x: &[f32]| x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let (got, got_states) = (dev.download(&out).unwrap(), dev.download(&sd).unwrap());
     let err = got
@@ -285,55 +300,66 @@ fn gdn_decode_matches_cpu() {
         "states: max |err| {err:e}"
     );
 
-    let twice = [1u32, 1, 2];
-    let r = gdn_decode(
-        &dev,
-        &layer,
-        &mut sd,
-        &dev.upload(&twice).unwrap(),
-        &twice,
-        &x,
-        &mut out,
+    let twice = GdnSpans::upload(&dev, vec![1, 1, 2], &GDN_SPAN_ROWS);
+    assert!(
+        matches!(twice, Err(crate::ModelError::InvalidInput(_))),
+        "a slot used twice"
     );
+    let outside = GdnSpans::upload(&dev, vec![1, 9, 2], &GDN_SPAN_ROWS).unwrap();
+    let r = gdn_recurrence(&dev, &layer, &mut sd, &outside, &x, &mut out);
     assert!(
         matches!(r, Err(crate::ModelError::InvalidInput(_))),
-        "a slot used twice"
+        "a slot outside the pool"
     );
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn gdn_conv_decode_matches_cpu() {
+fn gdn_conv_matches_cpu() {
     use crate::cpu::conv::{ConvRange, conv_range};
     let dev = device();
-    let (spans, hk, hv, dk, dv, kernel, slots) = (2, 16, 48, 128, 128, 4, 3);
+    let (hk, hv, dk, dv, kernel, slots) = (16, 48, 128, 128, 4, 5);
+    let rows: usize = GDN_SPAN_ROWS.iter().sum();
     let channels = 2 * hk * dk + hv * dv;
-    let slot_ids = [2u32, 0];
-    let qkv = values(spans * channels, 30, 2.0);
+    let qkv = values(rows * channels, 30, 2.0);
     let taps = values(kernel * channels, 31, 0.5);
     let windows = values(slots * (kernel - 1) * channels, 32, 2.0);
 
-    // CPU: the whole channel range of each span through conv_range, then the norms.
+    // CPU: the whole channel range of each span through conv_range (`[n, channels]`), then
+    // the norms, rearranged head-major per span as cpu::gdn::conv writes it.
     let mut want_windows = windows.clone();
-    let mut want = vec![0.0f32; spans * channels];
-    for (s, &slot) in slot_ids.iter().enumerate() {
+    let (mut want_q, mut want_k, mut want_v) = (
+        vec![0.0f32; rows * hk * dk],
+        vec![0.0f32; rows * hk * dk],
+        vec![0.0f32; rows * hv * dv],
+    );
+    let mut r0 = 0;
+    for (&n, &slot) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS) {
         let win =
             &mut want_windows[slot as usize * (kernel - 1) * channels..][..(kernel - 1) * channels];
+        let mut conv = vec![0.0f32; n * channels];
         let mut range = ConvRange {
             first: 0,
             history: win.chunks_exact_mut(channels).collect(),
-            out: &mut want[s * channels..][..channels],
+            out: &mut conv,
         };
-        conv_range(&qkv[s * channels..][..channels], 1, &taps, &mut range);
-        for (h, head) in want[s * channels..][..2 * hk * dk]
-            .chunks_exact_mut(dk)
-            .enumerate()
-        {
-            norm::l2_norm(head);
-            if h < hk {
-                head.iter_mut().for_each(|e| *e *= 1.0 / (dk as f32).sqrt());
+        conv_range(&qkv[r0 * channels..][..n * channels], n, &taps, &mut range);
+        for (i, row) in conv.chunks_exact_mut(channels).enumerate() {
+            for (h, head) in row[..2 * hk * dk].chunks_exact_mut(dk).enumerate() {
+                norm::l2_norm(head);
+                if h < hk {
+                    head.iter_mut().for_each(|e| *e *= 1.0 / (dk as f32).sqrt());
+                    want_q[r0 * hk * dk + (h * n + i) * dk..][..dk].copy_from_slice(head);
+                } else {
+                    let at = r0 * hk * dk + ((h - hk) * n + i) * dk;
+                    want_k[at..][..dk].copy_from_slice(head);
+                }
+            }
+            for (j, head) in row[2 * hk * dk..].chunks_exact(dv).enumerate() {
+                want_v[r0 * hv * dv + (j * n + i) * dv..][..dv].copy_from_slice(head);
             }
         }
+        r0 += n;
     }
 
     let up = |x: &[f32]| dev.upload(x).unwrap();
@@ -345,43 +371,31 @@ fn gdn_conv_decode_matches_cpu() {
     };
     let mut wd = up(&windows);
     let (mut q, mut k, mut v) = (
-        dev.zeros::<f32>(spans * hk * dk).unwrap(),
-        dev.zeros::<f32>(spans * hk * dk).unwrap(),
-        dev.zeros::<f32>(spans * hv * dv).unwrap(),
+        dev.zeros::<f32>(rows * hk * dk).unwrap(),
+        dev.zeros::<f32>(rows * hk * dk).unwrap(),
+        dev.zeros::<f32>(rows * hv * dv).unwrap(),
     );
-    let slots_d = dev.upload(&slot_ids).unwrap();
-    gdn_conv_decode(
+    let spans = GdnSpans::upload(&dev, GDN_SLOTS.to_vec(), &GDN_SPAN_ROWS).unwrap();
+    gdn_conv(
         &dev,
         heads,
         &up(&taps),
         &mut wd,
-        &slots_d,
-        &slot_ids,
+        &spans,
         &up(&qkv),
         (&mut q, &mut k, &mut v),
     )
     .unwrap();
-    let (q, k, v) = (
-        dev.download(&q).unwrap(),
-        dev.download(&k).unwrap(),
-        dev.download(&v).unwrap(),
-    );
-    for s in 0..spans {
-        let want_s = &want[s * channels..][..channels];
-        let got: Vec<f32> = q[s * hk * dk..][..hk * dk]
-            .iter()
-            .chain(&k[s * hk * dk..][..hk * dk])
-            .chain(&v[s * hv * dv..][..hv * dv])
-            .copied()
-            .collect();
-        let scale = want_s.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    for (name, got, want) in [("q", &q, &want_q), ("k", &k, &want_k), ("v", &v, &want_v)] {
+        let got = dev.download(got).unwrap();
+        let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let err = got
             .iter()
-            .zip(want_s)
+            .zip(want)
             .fold(0.0f32, |m, (g, c)| m.max((g - c).abs()));
         assert!(
             err <= 1e-5 * scale,
-            "conv span {s}: max |err| {err:e} of {scale:e}"
+            "conv {name}: max |err| {err:e} of {scale:e}"
         );
     }
     assert_eq!(
@@ -391,108 +405,7 @@ fn gdn_conv_decode_matches_cpu() {
     );
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn attention_decode_matches_reference() {
-    use edge_kvcache::memory::{KvRun, decode_run};
-    let dev = device();
-    // Qwen3.6-27B's attention: 24 query heads on 4 KV heads of 256; FP8 pages of 16 rows.
-    let (kv_heads, group, dim, block, pool, max_pages) = (4, 6, 256, 16, 300, 64);
-    let lens = [1000u32, 1, 17];
-    let n = lens.len();
-    let table: Vec<u32> = (0..n * max_pages)
-        .map(|i| ((i * 7919) % pool) as u32)
-        .collect();
-    let elems = pool * kv_heads * block * dim;
-    let code = |i: usize| -> u8 {
-        let c = (i.wrapping_mul(2_654_435_761) >> 7) as u8;
-        if c & 0x7f == 0x7f { 0x3c } else { c } // no NaN codes
-    };
-    let keys: Vec<u8> = (0..elems).map(code).collect();
-    let values: Vec<u8> = (0..elems).map(|i| code(i + 12_345)).collect();
-    let (k_scale, v_scale) = (0.02f32, 0.03f32);
-    let heads = kv_heads * group;
-    let q = values_f32(n * heads * dim);
-
-    // Reference: rows decoded as the CPU cache decodes them, f64 softmax.
-    let row = |pages: &[u8], scale: f32, page: usize, h: usize, r: usize| -> Vec<f32> {
-        let at = ((page * kv_heads + h) * block + r) * dim;
-        let mut out = vec![0.0f32; dim];
-        decode_run(KvRun::Fp8(&pages[at..at + dim]), scale, &mut out);
-        out
-    };
-    let mut want = vec![0.0f64; n * heads * dim];
-    for (s, &len) in lens.iter().enumerate() {
-        for h in 0..heads {
-            let qh = &q[(s * heads + h) * dim..][..dim];
-            let mut scores = Vec::new();
-            let mut vs = Vec::new();
-            for r in 0..len as usize {
-                let page = table[s * max_pages + r / block] as usize;
-                let k = row(&keys, k_scale, page, h / group, r % block);
-                let dot: f64 = k
-                    .iter()
-                    .zip(qh)
-                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                    .sum();
-                scores.push(dot / (dim as f64).sqrt());
-                vs.push(row(&values, v_scale, page, h / group, r % block));
-            }
-            let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let w: Vec<f64> = scores.iter().map(|x| (x - mx).exp()).collect();
-            let total: f64 = w.iter().sum();
-            for (wi, v) in w.iter().zip(&vs) {
-                for (o, &x) in want[(s * heads + h) * dim..][..dim].iter_mut().zip(v) {
-                    *o += wi / total * f64::from(x);
-                }
-            }
-        }
-    }
-
-    let (kd, vd) = (dev.upload(&keys).unwrap(), dev.upload(&values).unwrap());
-    let layer = DecodeAttention {
-        pages: KvPages::Fp8 {
-            keys: &kd,
-            values: &vd,
-            k_scale,
-            v_scale,
-        },
-        kv_heads,
-        group,
-        head_dim: dim,
-        block_size: block,
-    };
-    let (td, ld) = (dev.upload(&table).unwrap(), dev.upload(&lens).unwrap());
-    let spans = SpanPages {
-        table: &td,
-        table_host: &table,
-        lens: &ld,
-        lens_host: &lens,
-        max_pages,
-    };
-    let mut out = dev.zeros::<f32>(n * heads * dim).unwrap();
-    attention_decode(&dev, &layer, &spans, &dev.upload(&q).unwrap(), &mut out).unwrap();
-    let got = dev.download(&out).unwrap();
-    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let err = got
-        .iter()
-        .zip(&want)
-        .fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
-    assert!(err <= 1e-5 * scale, "max |err| {err:e} of {scale:e}");
-
-    let too_long = [(max_pages * block + 1) as u32, 1, 1];
-    let bad = SpanPages {
-        lens_host: &too_long,
-        ..spans
-    };
-    let r = attention_decode(&dev, &layer, &bad, &dev.upload(&q).unwrap(), &mut out);
-    assert!(
-        matches!(r, Err(crate::ModelError::InvalidInput(_))),
-        "a span longer than its table"
-    );
-}
-
 /// Query-like values in about [−2, 2].
-fn values_f32(n: usize) -> Vec<f32> {
+pub(super) fn values_f32(n: usize) -> Vec<f32> {
     values(n, 40, 2.0)
 }
