@@ -36,6 +36,7 @@ def build():
     lib.emu_nvfp4_dequantize.argtypes = [p, p, p, f, u64]
     lib.emu_nvfp4_linear.argtypes = [p, p, p, ctypes.c_int, p, f, u32, u32, u32]
     lib.emu_nvfp4_linear_tc.argtypes = [p, p, p, ctypes.c_int, p, f, u32, u32, u32]
+    lib.emu_bf16_linear_tc.argtypes = [p, p, ctypes.c_int, p, u32, u32, u32]
     lib.emu_fp8_quantize.argtypes = [p, ctypes.c_int, p, f, u64]
     lib.emu_fp8_dequantize.argtypes = [p, p, f, u64]
     lib.emu_absmax.argtypes = [p, u64]
@@ -234,6 +235,28 @@ def check_linear_tc(lib, rng):
     print(f"nvfp4 linear (tensor cores, f32 and bf16): worst |err|/sum|xw| = {worst:.2e}")
 
 
+def check_bf16_linear_tc(lib, rng):
+    """The bf16-weight tensor-core kernel against f64 products of bf16(w) and bf16(x)."""
+    worst = 0.0
+    for rows, cols in [(80, 640), (33, 400), (40, 16), (17, 2064)]:
+        wbits, wd = to_bf16(rng.standard_normal(rows * cols).astype(F32))
+        wd = wd.reshape(rows, cols).astype(np.float64)
+        for tokens in [1, 3, 9, 20, 33, 70]:
+            x = rng.standard_normal(tokens * cols).astype(F32)
+            bits, wide = to_bf16(x)
+            for bf16, xin in [(0, x), (1, bits)]:
+                y = np.full(tokens * rows, np.nan, F32)
+                lib.emu_bf16_linear_tc(ptr(wbits), ptr(xin), bf16, ptr(y), rows, cols, tokens)
+                xr = wide.reshape(tokens, cols).astype(np.float64)
+                ref = xr @ wd.T
+                mag = np.abs(xr) @ np.abs(wd).T
+                err = np.abs(y.reshape(tokens, rows) - ref)
+                ok = err <= 1e-5 * mag + 1e-30
+                assert ok.all(), f"bf16 tc {rows}x{cols} tokens={tokens} bf16={bf16}: {np.nanmax(err)}"
+                worst = max(worst, float((err / np.maximum(mag, 1e-300)).max()))
+    print(f"bf16 linear (tensor cores, f32 and bf16): worst |err|/sum|xw| = {worst:.2e}")
+
+
 def check_fp8(lib, rng):
     scale = F32(0.0123)
     x = weight_data(rng, 16, 64)
@@ -258,15 +281,21 @@ def check_fp8(lib, rng):
     print("fp8 quantize/dequantize/absmax: identical")
 
 
+CHECKS = {"quantize": check_quantize, "dequantize": check_dequantize, "fp8": check_fp8,
+          "linear": check_linear, "linear_tc": check_linear_tc, "bf16_linear_tc": check_bf16_linear_tc}
+
+
 def main():
+    """Runs every check, or those named on the command line (e.g. `check.py bf16_linear_tc`)."""
+    names = sys.argv[1:] or list(CHECKS)
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise SystemExit(f"unknown checks {unknown}; known: {', '.join(CHECKS)}")
     lib = build()
     rng = np.random.default_rng(7)
-    check_quantize(lib, rng)
-    check_dequantize(lib, rng)
-    check_fp8(lib, rng)
-    check_linear(lib, rng)
-    check_linear_tc(lib, rng)
-    print("host emulation: all kernel checks passed")
+    for name in names:
+        CHECKS[name](lib, rng)
+    print("host emulation: all kernel checks passed" if not sys.argv[1:] else "host emulation: checks passed")
 
 
 if __name__ == "__main__":

@@ -182,7 +182,9 @@ static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned
 #include "../nvfp4/quantize.cu"
 #include "../nvfp4/dequantize.cu"
 #include "../nvfp4/gemv.cu"
+#include "../common/mma.cuh"
 #include "../nvfp4/mma.cu"
+#include "../bf16/mma.cu"
 #include "../model/elementwise.cu"
 #include "../model/sampling.cu"
 #include "../model/gdn.cu"
@@ -282,6 +284,29 @@ void emu_nvfp4_linear_tc(const eq_u8* codes, const eq_u8* scales, const void* x,
         EQ_CASE(16, eq_nvfp4_mma_f32_t16, eq_nvfp4_mma_bf16_t16)
         EQ_CASE(32, eq_nvfp4_mma_f32_t32, eq_nvfp4_mma_bf16_t32)
         EQ_CASE(64, eq_nvfp4_mma_f32_t64, eq_nvfp4_mma_bf16_t64)
+    }
+#undef EQ_CASE
+    launch(grid, 32 * warps, k);
+}
+
+void emu_bf16_linear_tc(const eq_u16* w, const void* x, int bf16, float* y, eq_u32 rows,
+                        eq_u32 cols, eq_u32 tokens) {
+    unsigned tile = tokens <= 8 ? 8 : tokens <= 16 ? 16 : tokens <= 32 ? 32 : 64;
+    unsigned warps = tile == 64 ? 4 : 8;
+    dim3 grid{(rows + 31) / 32, (tokens + tile - 1) / tile, 1};
+    const float* xf = static_cast<const float*>(x);
+    const eq_u16* xb = static_cast<const eq_u16*>(x);
+    std::function<void()> k;
+#define EQ_CASE(T, F, B)                                                                  \
+    case T:                                                                               \
+        k = bf16 ? std::function<void()>([=] { B(w, xb, y, rows, cols, tokens); })        \
+                 : std::function<void()>([=] { F(w, xf, y, rows, cols, tokens); });       \
+        break;
+    switch (tile) {
+        EQ_CASE(8, eq_bf16_mma_f32_t8, eq_bf16_mma_bf16_t8)
+        EQ_CASE(16, eq_bf16_mma_f32_t16, eq_bf16_mma_bf16_t16)
+        EQ_CASE(32, eq_bf16_mma_f32_t32, eq_bf16_mma_bf16_t32)
+        EQ_CASE(64, eq_bf16_mma_f32_t64, eq_bf16_mma_bf16_t64)
     }
 #undef EQ_CASE
     launch(grid, 32 * warps, k);

@@ -1,9 +1,11 @@
 // NVFP4 weight × f32/bf16 activation products on tensor cores:
 // y[t, n] = Σ_k W[n, k] · x[t, k], for any number of tokens (tiles of 8 to 64), sm_80+.
 //
-// Prepended by kernels/common/formats.cuh. Operands as in gemv.cu: W is an NVFP4 matrix
-// [N, K] (packed codes [N, K/2], E4M3 block scales [N, K/16], f32 global scale g); x is
-// [T, K] row-major in f32 or bf16 (raw u16 bits); y is [T, N] f32. K % 16 == 0.
+// Prepended by kernels/common/formats.cuh and kernels/common/mma.cuh (the mma tile, the
+// activation loads, the reduction and the shared tiling). Operands as in gemv.cu: W is an
+// NVFP4 matrix [N, K] (packed codes [N, K/2], E4M3 block scales [N, K/16], f32 global
+// scale g); x is [T, K] row-major in f32 or bf16 (raw u16 bits); y is [T, N] f32.
+// K % 16 == 0.
 //
 // Numerics. mma.sync m16n8k16 with bf16 inputs and f32 accumulation. The weights are
 // dequantized in registers to bf16 with the block scale folded in, which is exact (an
@@ -11,36 +13,12 @@
 // rounded to bf16 (nearest even); the global scale multiplies the f32 result. That is the
 // CPU path's bf16-activation numerics, up to the order of the f32 sums.
 //
-// Tiling. A CTA of W warps owns 32 weight rows (two m16 tiles) and TN tokens (TN/8 n8
-// tiles). Its warps split K: warp w takes the 128-element chunks w, w+W, w+2W, ... In a
-// chunk, lane (g = lane/4, q = lane%4) loads 16 code bytes (elements 32q..32q+31, two
-// NVFP4 blocks) of rows g and g+8 of each m tile, the next chunk's before it computes
-// this one. A sum over k does not depend on which k an mma slot holds as long as A and B
-// agree, so k-step s (0..7) gives the slot pair (2q, 2q+1) to elements 32q+4s+{0,1} and
-// (2q+8, 2q+9) to 32q+4s+{2,3}: a lane's weights come from its own 16 bytes (no shuffle),
-// and its activations are 4 consecutive values of token g. The warps' partial tiles are
-// summed in shared memory in warp order (deterministic) and stored row-contiguous.
-//
-// Fragment layouts (PTX ISA, mma.m16n8k16, .bf16): lane (g, q) holds A rows g (a0, a2)
-// and g+8 (a1, a3), slots 2q..2q+1 (a0, a1) and 2q+8..2q+9 (a2, a3); B column (token) g,
-// slots 2q..2q+1 (b0) and 2q+8..2q+9 (b1); C rows g (c0, c1) and g+8 (c2, c3), columns
-// 2q and 2q+1. The lower-indexed element sits in the low half of a register.
-
-#define EQ_MMA_ROWS 32
-#define EQ_MMA_CHUNK 128
-// Row stride of the reduction tile: 36 puts lane (g, q)'s stores in bank 8q + g.
-#define EQ_MMA_RED_STRIDE 36
+// Tiling (common/mma.cuh): warp w takes the 128-element chunks w, w+W, w+2W, ... In a
+// chunk, lane (g, q) loads 16 code bytes (elements 32q..32q+31, two NVFP4 blocks) of rows
+// g and g+8 of each m tile, the next chunk's before it computes this one: with the
+// shared slot assignment a lane's weights come from its own 16 bytes (no shuffle).
 
 #ifndef EQ_HOST_EMULATION
-// d += A · B for one m16n8k16 tile (bf16 inputs, f32 accumulators).
-__device__ __forceinline__ void eq_mma_bf16_16816(float* d, const eq_u32* a, const eq_u32* b) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // Element-wise product of two bf16 pairs (a fused multiply-add with −0, so the product
 // keeps its sign; exact for the products made here).
 __device__ __forceinline__ eq_u32 eq_bf16x2_mul(eq_u32 a, eq_u32 b) {
@@ -72,19 +50,6 @@ __device__ __forceinline__ void eq_e2m1x4_bf16(eq_u32 h, eq_u32 s2, eq_u32& p0, 
 __device__ __forceinline__ eq_u32 eq_e4m3_bf16x2(eq_u32 byte) {
     const eq_u32 b = __float_as_uint(eq_e4m3_decode(byte)) >> 16;
     return b | (b << 16);
-}
-
-// The B fragment of k-step s: x[row][k .. k+4) as two bf16 pairs.
-__device__ __forceinline__ void eq_mma_load_b(const eq_u16* p, eq_u32* b) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    b[0] = v.x;
-    b[1] = v.y;
-}
-
-__device__ __forceinline__ void eq_mma_load_b(const float* p, eq_u32* b) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p));
-    b[0] = eq_f32_to_bf16_rne(v.x) | (eq_f32_to_bf16_rne(v.y) << 16);
-    b[1] = eq_f32_to_bf16_rne(v.z) | (eq_f32_to_bf16_rne(v.w) << 16);
 }
 
 // One lane's weights of one chunk: 32 codes (two blocks) and their two scales per row.
@@ -241,32 +206,7 @@ __device__ __forceinline__ void eq_nvfp4_mma(const eq_u8* __restrict__ codes,
         c = cn;
     }
 
-    // Partial tiles to shared memory, token-major: red[w][token][row].
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const eq_u32 row = 16u * i + g + 8u * (r >> 1);
-                const eq_u32 tok = 8u * j + 2u * q + (r & 1);
-                red[warp][tok][row] = acc[i][j][r];
-            }
-        }
-    }
-    __syncthreads();
-    for (eq_u32 idx = threadIdx.x; idx < TN * EQ_MMA_ROWS; idx += blockDim.x) {
-        const eq_u32 tok = idx / EQ_MMA_ROWS;
-        const eq_u32 row = idx % EQ_MMA_ROWS;
-        float sum = red[0][tok][row];
-#pragma unroll
-        for (int w = 1; w < W; ++w) {
-            sum += red[w][tok][row];
-        }
-        if (row0 + row < rows && t0 + tok < tokens) {
-            y[(eq_u64)(t0 + tok) * rows + row0 + row] = sum * global_scale;
-        }
-    }
+    eq_mma_store<NT, W>(red, acc, y, global_scale, row0, t0, rows, tokens);
 }
 
 // Entry points. Launch shape (checked by the Rust wrapper): block (32·W), grid

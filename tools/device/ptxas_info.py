@@ -5,7 +5,8 @@ through NVRTC's `-Xptxas -v` (no GPU and no nvcc needed).
 Usage: tools/device/ptxas_info.py [--arch sm_90] [--nvrtc DIR] kernels/nvfp4/mma.cu ...
 DIR is a CUDA install root or a pip wheel's nvidia/cu13 (default: .ci/cuda-wheels/nvidia/cu13,
 which .ci/install-cuda-wheels fills, then $CUDA_HOME). Each file is compiled as the Rust
-registries compile it: kernels/common/formats.cuh followed by the file.
+registries compile it: kernels/common/formats.cuh (and common/mma.cuh for the tensor-core
+products) followed by the file.
 """
 import argparse
 import ctypes
@@ -29,7 +30,10 @@ def open_nvrtc(root):
 
 
 def report(lib, include, path, arch):
-    src = (ROOT / "kernels/common/formats.cuh").read_text() + "\n" + pathlib.Path(path).read_text()
+    text = pathlib.Path(path).read_text()
+    # The tensor-core products also take the shared mma header, as their registry does.
+    headers = ["formats.cuh"] + (["mma.cuh"] if "EQ_MMA_ROWS" in text else [])
+    src = "".join((ROOT / "kernels/common" / h).read_text() + "\n" for h in headers) + text
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0
     opts = [f"--gpu-architecture={arch}".encode(), b"--std=c++17", b"-Xptxas", b"-v", f"-I{include}".encode()]
@@ -45,8 +49,8 @@ def report(lib, include, path, arch):
     for line in text.splitlines():
         if m := re.search(r"Compiling entry function '(\w+)'", line):
             entry = m.group(1)
-        elif m := re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line):
-            spills = f"spills {m.group(1)}/{m.group(2)} B"
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            spills = f"stack {m.group(1):>3} B  spills {m.group(2)}/{m.group(3)} B"
         elif entry and (m := re.search(r"Used (\d+) registers", line)):
             smem = re.search(r"(\d+) bytes smem", line)
             print(f"{arch}  {entry:32} {m.group(1):>4} registers  {smem.group(1) if smem else 0:>6} B smem  {spills}")

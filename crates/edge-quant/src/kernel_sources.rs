@@ -1,5 +1,5 @@
 //! The formats kernels' registry: every CUDA C++ source of this crate (`kernels/nvfp4/`,
-//! `kernels/fp8/`), as [`KernelSource`]s.
+//! `kernels/bf16/`, `kernels/fp8/`), as [`KernelSource`]s.
 //!
 //! `edge_model::kernel_sources::all_kernel_sources` (these, then the model's) is what
 //! `edge-llm kernels check` compiles for each architecture; a new kernel here adds its
@@ -29,6 +29,24 @@ macro_rules! kernel_source {
     };
 }
 
+/// Builds a [`KernelSource`] for a tensor-core product: `formats.cuh`, then
+/// `common/mma.cuh` (the mma tile, activation loads and reduction both products share),
+/// then `kernels/$file`.
+macro_rules! mma_kernel_source {
+    ($name:literal, $file:literal) => {
+        KernelSource {
+            name: $name,
+            code: concat!(
+                include_str!("../../../kernels/common/formats.cuh"),
+                "\n",
+                include_str!("../../../kernels/common/mma.cuh"),
+                "\n",
+                include_str!(concat!("../../../kernels/", $file)),
+            ),
+        }
+    };
+}
+
 /// NVFP4 quantization with a given global scale (`kernels/nvfp4/quantize.cu`).
 pub const NVFP4_QUANTIZE: KernelSource =
     kernel_source!("edge_quant_nvfp4_quantize", "nvfp4/quantize.cu");
@@ -41,7 +59,10 @@ pub const NVFP4_DEQUANTIZE: KernelSource =
 pub const NVFP4_GEMV: KernelSource = kernel_source!("edge_quant_nvfp4_gemv", "nvfp4/gemv.cu");
 
 /// NVFP4 × f32/bf16 products on bf16 tensor cores, sm_80+ (`kernels/nvfp4/mma.cu`).
-pub const NVFP4_MMA: KernelSource = kernel_source!("edge_quant_nvfp4_mma", "nvfp4/mma.cu");
+pub const NVFP4_MMA: KernelSource = mma_kernel_source!("edge_quant_nvfp4_mma", "nvfp4/mma.cu");
+
+/// bf16 × f32/bf16 products on tensor cores, sm_80+ (`kernels/bf16/mma.cu`).
+pub const BF16_MMA: KernelSource = mma_kernel_source!("edge_quant_bf16_mma", "bf16/mma.cu");
 
 /// FP8 E4M3 per-tensor quantize/dequantize and the abs-max reduction
 /// (`kernels/fp8/quantize.cu`).
@@ -53,6 +74,7 @@ pub const ALL: &[KernelSource] = &[
     NVFP4_DEQUANTIZE,
     NVFP4_GEMV,
     NVFP4_MMA,
+    BF16_MMA,
     FP8_QUANTIZE,
 ];
 
@@ -95,6 +117,19 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "edge_quant_bf16_mma",
+        &[
+            "eq_bf16_mma_f32_t8",
+            "eq_bf16_mma_f32_t16",
+            "eq_bf16_mma_f32_t32",
+            "eq_bf16_mma_f32_t64",
+            "eq_bf16_mma_bf16_t8",
+            "eq_bf16_mma_bf16_t16",
+            "eq_bf16_mma_bf16_t32",
+            "eq_bf16_mma_bf16_t64",
+        ],
+    ),
+    (
         "edge_quant_fp8_quantize",
         &[
             "eq_fp8_quantize_f32",
@@ -123,7 +158,7 @@ mod tests {
 
     /// This crate's kernel folders (`kernels/model/` belongs to edge-model, whose own
     /// test checks the whole `kernels/` tree against the workspace registry).
-    const FOLDERS: &[&str] = &["nvfp4", "fp8"];
+    const FOLDERS: &[&str] = &["nvfp4", "bf16", "fp8"];
 
     #[test]
     fn every_cu_file_is_registered() {

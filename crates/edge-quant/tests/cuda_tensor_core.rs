@@ -1,4 +1,5 @@
-//! The tensor-core NVFP4 product (`nvfp4_linear_tc*`, kernels/nvfp4/mma.cu) on a GPU:
+//! The tensor-core products (`nvfp4_linear_tc*`, kernels/nvfp4/mma.cu; `bf16_linear_tc*`,
+//! kernels/bf16/mma.cu against the CPU bf16 linear) on a GPU:
 //! parity against f64 products of the dequantized weights and the bf16-rounded
 //! activations, and the 27B-shaped sweep that compares it with the CUDA-core kernels and
 //! the device's copy bandwidth. Every test is ignored (it needs a GPU); run them with
@@ -162,4 +163,59 @@ fn nvfp4_mlp_sweep_27b() {
             100.0 * gbs(tc) / copy_gbs
         );
     }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
+fn bf16_tensor_core_matches_cpu_linear() {
+    use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
+    let dev = device();
+    // The demo model's and the 27B's shapes, a tail chunk, rows not a multiple of 32.
+    let shapes = [(257, 1024), (33, 2064), (40, 16), (768, 256), (64, 5120)];
+    for (i, &(rows, cols)) in shapes.iter().enumerate() {
+        let (wbits, wide) = to_bf16_bits(&weight_data(rows, cols, 500 + i as u64));
+        let bytes: Vec<u8> = wbits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let cpu = Linear::new(rows, cols, LinearWeight::Bf16(bytes.into()))
+            .unwrap()
+            .with_activation_quant(ActivationQuant::Bf16)
+            .unwrap();
+        let gw = qc::CudaBf16Matrix::upload(&dev, &wbits, rows, cols).unwrap();
+        for tokens in [1, 5, 16, 33, 70] {
+            let mut rng = Rng((rows * 31 + tokens) as u64);
+            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let (bits, xb) = to_bf16_bits(&x);
+            let mut want = vec![0.0f32; tokens * rows];
+            cpu.forward(&x, tokens, &mut want).unwrap();
+            let yf = qc::bf16_linear_tc(&dev, &gw, &dev.upload(&x).unwrap(), tokens).unwrap();
+            let mut yb = dev.zeros::<f32>(tokens * rows).unwrap();
+            qc::bf16_linear_tc_bf16_into(&dev, &gw, &dev.upload(&bits).unwrap(), tokens, &mut yb)
+                .unwrap();
+            let (yf, yb) = (dev.download(&yf).unwrap(), dev.download(&yb).unwrap());
+            let what = format!("bf16 {rows}x{cols} tokens={tokens}");
+            assert!(
+                yf.iter().zip(&yb).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: f32 and bf16 inputs differ"
+            );
+            // Against the CPU's bf16 linear: both sum exact products in f32, in another
+            // order, so the bound is relative to Σ|x̂ŵ|.
+            for t in 0..tokens {
+                for r in 0..rows {
+                    let mag: f64 = (0..cols)
+                        .map(|k| {
+                            (f64::from(xb[t * cols + k]) * f64::from(wide[r * cols + k])).abs()
+                        })
+                        .sum();
+                    let err = f64::from((yb[t * rows + r] - want[t * rows + r]).abs());
+                    assert!(
+                        err <= TC_REL_TOLERANCE * mag + 1e-30,
+                        "{what}: y[{t}, {r}] {} vs cpu {}",
+                        yb[t * rows + r],
+                        want[t * rows + r]
+                    );
+                }
+            }
+        }
+    }
+    let bad = qc::CudaBf16Matrix::upload(&dev, &[0u16; 24], 2, 12);
+    assert!(bad.is_err(), "columns not a multiple of 16");
 }

@@ -1,4 +1,4 @@
-//! CUDA kernels for the NVFP4 and FP8 formats (behind the `cuda` feature).
+//! CUDA kernels for the NVFP4, bf16 and FP8 formats (behind the `cuda` feature).
 //!
 //! The kernels live in the workspace's `kernels/` folder as CUDA C++ and are compiled at
 //! run time by NVRTC through [`edge_core::cuda::KernelCache`] (once per architecture,
@@ -17,18 +17,22 @@
 //! - [`nvfp4_linear_tc`] / [`nvfp4_linear_tc_bf16`]: the same product on bf16 tensor
 //!   cores (`mma.sync` after in-register dequantization, sm_80+), for 1 to 64 tokens per
 //!   tile; bf16-activation numerics.
+//! - [`CudaBf16Matrix`] and [`bf16_linear_tc`]: bf16-weight products on the same tensor-core
+//!   tiling (unquantized layers, the vocabulary projection).
 //! - [`fp8_quantize`] / [`fp8_dequantize`] / [`absmax`]: per-tensor E4M3, for FP8 weights
 //!   and the FP8 KV cache.
 //!
 //! Every wrapper checks shapes and scales and returns a [`QuantError`] before anything is
 //! launched; CUDA failures arrive as [`QuantError::Core`] wrapping [`CoreError::Cuda`].
 
+mod bf16;
 mod fp8;
 mod nvfp4;
 mod nvfp4_tc;
 /// The kernel sources (the registry, [`crate::kernel_sources`]).
 pub use crate::kernel_sources as sources;
 
+pub use bf16::{CudaBf16Matrix, bf16_linear_tc, bf16_linear_tc_bf16_into, bf16_linear_tc_into};
 pub use edge_core::cuda::{CudaDevice, CudaSlice};
 pub use fp8::{CudaFp8Tensor, absmax, fp8_dequantize, fp8_quantize, fp8_quantize_bf16};
 pub use nvfp4::{

@@ -265,7 +265,7 @@ pub fn nvfp4_linear(
     x: &CudaSlice<f32>,
     tokens: usize,
 ) -> Result<CudaSlice<f32>> {
-    let mut y = dev.zeros::<f32>(output_len(w, tokens)?)?;
+    let mut y = dev.zeros::<f32>(output_len(w.rows, tokens)?)?;
     linear_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
 }
@@ -289,7 +289,7 @@ pub fn nvfp4_linear_bf16(
     x: &CudaSlice<u16>,
     tokens: usize,
 ) -> Result<CudaSlice<f32>> {
-    let mut y = dev.zeros::<f32>(output_len(w, tokens)?)?;
+    let mut y = dev.zeros::<f32>(output_len(w.rows, tokens)?)?;
     linear_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
 }
@@ -306,9 +306,9 @@ pub fn nvfp4_linear_bf16_into(
 }
 
 /// Elements of the `[tokens, rows]` output, checking `tokens > 0` before allocation.
-pub(super) fn output_len(w: &CudaNvfp4Tensor, tokens: usize) -> Result<usize> {
-    check_nonempty("nvfp4_linear", &[("tokens", tokens)])?;
-    elements("nvfp4_linear", tokens, w.rows)
+pub(super) fn output_len(rows: usize, tokens: usize) -> Result<usize> {
+    check_nonempty("linear", &[("tokens", tokens)])?;
+    elements("linear", tokens, rows)
 }
 
 /// Picks the kernel for `tokens`: (token tile, is the small-batch GEMM).
@@ -330,24 +330,21 @@ pub(super) struct LinearDims {
 }
 
 impl LinearDims {
-    /// Checks `tokens > 0`, `x` = `[tokens, w.cols]` and `y` = `[tokens, w.rows]`.
+    /// Checks `tokens > 0`, `x` = `[tokens, cols]` and `y` = `[tokens, rows]` for a
+    /// `[rows, cols]` weight.
     pub(super) fn check(
         op: &'static str,
-        w: &CudaNvfp4Tensor,
+        (rows, cols): (usize, usize),
         x_len: usize,
         tokens: usize,
         y_len: usize,
     ) -> Result<Self> {
         check_nonempty(op, &[("tokens", tokens)])?;
-        check_len(
-            "nvfp4_linear activations",
-            elements(op, tokens, w.cols)?,
-            x_len,
-        )?;
-        check_len("nvfp4_linear output", elements(op, tokens, w.rows)?, y_len)?;
+        check_len("linear activations", elements(op, tokens, cols)?, x_len)?;
+        check_len("linear output", elements(op, tokens, rows)?, y_len)?;
         Ok(LinearDims {
-            rows: dim_u32(op, "rows", w.rows)?,
-            cols: dim_u32(op, "cols", w.cols)?,
+            rows: dim_u32(op, "rows", rows)?,
+            cols: dim_u32(op, "cols", cols)?,
             tokens: dim_u32(op, "tokens", tokens)?,
         })
     }
@@ -365,7 +362,7 @@ fn linear_into<A: Activation>(
         rows,
         cols,
         tokens: tokens_u32,
-    } = LinearDims::check(OP, w, x.len(), tokens, y.len())?;
+    } = LinearDims::check(OP, (w.rows, w.cols), x.len(), tokens, y.len())?;
 
     let (tile, gemm) = token_tile(tokens);
     let tiles = tokens.div_ceil(tile);

@@ -18,10 +18,41 @@ use crate::error::{QuantError, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use edge_core::cuda::{CudaDevice, CudaSlice};
 
-/// Weight rows per CTA (`EQ_MMA_ROWS` in mma.cu).
-const MMA_ROWS: u32 = 32;
+/// Weight rows per CTA (`EQ_MMA_ROWS` in common/mma.cuh).
+pub(super) const MMA_ROWS: u32 = 32;
 /// The oldest architecture with bf16 `mma.sync` (Ampere).
 const MIN_MAJOR: u32 = 8;
+
+/// Fails unless the GPU has bf16 `mma.sync` (sm_80+).
+pub(super) fn check_tensor_cores(dev: &CudaDevice, op: &str) -> Result<()> {
+    let arch = dev.arch();
+    if arch.major < MIN_MAJOR {
+        return Err(QuantError::Unsupported(format!(
+            "{op}: bf16 tensor cores need sm_80 or newer; this GPU is {}",
+            arch.sm_name()
+        )));
+    }
+    Ok(())
+}
+
+/// The launch shape of a tensor-core product of `rows` weight rows and `tokens` tokens:
+/// the entry point's tile suffix (`t8` … `t64`) and the config.
+pub(super) fn tc_launch(op: &str, rows: u32, tokens: usize) -> Result<(usize, LaunchConfig)> {
+    let (tile, warps) = tile_for(tokens);
+    let tiles = tokens.div_ceil(tile);
+    if tiles > MAX_TOKEN_TILES {
+        return Err(QuantError::Unsupported(format!(
+            "{op}: {tokens} tokens need {tiles} tiles of {tile}; at most {MAX_TOKEN_TILES}"
+        )));
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (rows.div_ceil(MMA_ROWS), tiles as u32, 1),
+        block_dim: (32 * warps, 1, 1),
+        // The reduction tile is static shared memory (36 KiB at most).
+        shared_mem_bytes: 0,
+    };
+    Ok((tile, cfg))
+}
 
 /// The token tile and warps per CTA for `tokens` tokens: the smallest tile of 8, 16, 32
 /// or 64 that holds them (64 for more, in several tiles); 64-token tiles run 4 warps so
@@ -43,7 +74,7 @@ pub fn nvfp4_linear_tc(
     x: &CudaSlice<f32>,
     tokens: usize,
 ) -> Result<CudaSlice<f32>> {
-    let mut y = dev.zeros::<f32>(output_len(w, tokens)?)?;
+    let mut y = dev.zeros::<f32>(output_len(w.rows(), tokens)?)?;
     tc_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
 }
@@ -66,7 +97,7 @@ pub fn nvfp4_linear_tc_bf16(
     x: &CudaSlice<u16>,
     tokens: usize,
 ) -> Result<CudaSlice<f32>> {
-    let mut y = dev.zeros::<f32>(output_len(w, tokens)?)?;
+    let mut y = dev.zeros::<f32>(output_len(w.rows(), tokens)?)?;
     tc_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
 }
@@ -90,33 +121,15 @@ fn tc_into<A: Activation>(
     y: &mut CudaSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "nvfp4_linear_tc";
-    let arch = dev.arch();
-    if arch.major < MIN_MAJOR {
-        return Err(QuantError::Unsupported(format!(
-            "{OP}: bf16 tensor cores need sm_80 or newer; this GPU is {}",
-            arch.sm_name()
-        )));
-    }
+    check_tensor_cores(dev, OP)?;
     let LinearDims {
         rows,
         cols,
         tokens: tokens_u32,
-    } = LinearDims::check(OP, w, x.len(), tokens, y.len())?;
-    let (tile, warps) = tile_for(tokens);
-    let tiles = tokens.div_ceil(tile);
-    if tiles > MAX_TOKEN_TILES {
-        return Err(QuantError::Unsupported(format!(
-            "{OP}: {tokens} tokens need {tiles} tiles of {tile}; at most {MAX_TOKEN_TILES}"
-        )));
-    }
+    } = LinearDims::check(OP, (w.rows(), w.cols()), x.len(), tokens, y.len())?;
+    let (tile, cfg) = tc_launch(OP, rows, tokens)?;
     let name = format!("eq_nvfp4_mma_{}_t{tile}", A::TAG);
     let func = dev.function(&sources::NVFP4_MMA, &name)?;
-    let cfg = LaunchConfig {
-        grid_dim: (rows.div_ceil(MMA_ROWS), tiles as u32, 1),
-        block_dim: (32 * warps, 1, 1),
-        // The reduction tile is static shared memory (36 KiB at most).
-        shared_mem_bytes: 0,
-    };
     let global_scale = w.global_scale();
     let mut launch = dev.stream().launch_builder(&func);
     launch
