@@ -25,8 +25,8 @@ def setup(lib):
     lib.emu_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_argmax.argtypes = [p, p, u32, u32]
-    lib.emu_gdn_recurrence.argtypes = [p] * 13 + [u32] * 5 + [f]
-    lib.emu_gdn_conv.argtypes = [p] * 8 + [u32] * 6
+    lib.emu_gdn_recurrence.argtypes = [p] * 16 + [u32] * 5 + [f]
+    lib.emu_gdn_conv.argtypes = [p] * 10 + [u32] * 6
     lib.emu_attn_inputs.argtypes = [p] * 8 + [u32] * 5 + [f]
     lib.emu_kv_store.argtypes = [i32] + [p] * 5 + [f, f] + [u32] * 3 + [u64]
     lib.emu_kv_copy_rows.argtypes = [i32] + [p] * 3 + [u32] * 4
@@ -143,10 +143,37 @@ def head_major(x, lens):
     return np.concatenate(out).astype(x.dtype)
 
 
+CHAIN = 0xFFFFFFFF  # tree_of of a chain span, parents of a tree root
+
+
+def gdn_spans(rng, lens, trees):
+    """starts, tree_of and parents (per batch row) for spans of `lens` rows; spans whose
+    `trees` flag is set get random trees (parents before children, two roots at most)."""
+    starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+    tree_of = np.full(len(lens), CHAIN, np.uint32)
+    parents = np.full(int(starts[-1]), CHAIN, np.uint32)
+    for s, (n, is_tree) in enumerate(zip(lens, trees)):
+        if is_tree:
+            tree_of[s] = int((tree_of[:s] != CHAIN).sum())
+            for i in range(1, n):
+                parents[starts[s] + i] = CHAIN if i == 1 and n > 4 else rng.integers(0, i)
+    return starts, tree_of, parents
+
+
+def ancestors(parents, r0, i):
+    """Row i's ancestors within its span, root first."""
+    path, p = [], parents[r0 + i]
+    while p != CHAIN:
+        path.append(int(p))
+        p = parents[r0 + p]
+    return path[::-1]
+
+
 def check_gdn_recurrence(lib, rng):
-    for lens, hk, hv, dk, dv in [([1, 3, 2], 2, 4, 64, 128), ([4, 1], 1, 2, 128, 200), ([1], 2, 2, 16, 8)]:
+    for lens, trees, hk, hv, dk, dv in [([1, 3, 2, 6], [0, 0, 0, 1], 2, 4, 64, 128), ([4, 1, 5], [1, 0, 1], 1, 2, 128, 200),
+                                        ([1], [0], 2, 2, 16, 8)]:
         spans, rows = len(lens), sum(lens)
-        starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+        starts, tree_of, parents = gdn_spans(rng, lens, trees)
         slots = spans + 2
         states = (rng.standard_normal((slots, hv, dk, dv)) * 0.1).astype(F32)
         states[0, 0, 0, :4] = 1e-20  # flushed to zero by the update
@@ -164,31 +191,44 @@ def check_gdn_recurrence(lib, rng):
         neg_a[-1] = -60.0  # a decay below 2^-60: forgets everything
         dt_bias = rng.standard_normal(hv).astype(F32)
         w = (1 + 0.1 * rng.standard_normal(dv)).astype(F32)
-        # Reference: one row after the other, each as a one-row step on its span's slot.
+        args = (neg_a, dt_bias, w, hk, 1e-6)
+        # Reference: chain rows one after the other on their span's slot; a tree row from
+        # the committed state along its ancestors, leaving the slot as it was.
         want_states, want = states.astype(np.float64), np.zeros((rows, hv, dv))
         for s in range(spans):
-            for t in range(starts[s], starts[s + 1]):
+            r0 = int(starts[s])
+            for t in range(r0, starts[s + 1]):
                 sl = slice(t, t + 1)
-                want_states, o = gdn_decode_ref(want_states, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl], z[sl],
-                                                neg_a, dt_bias, w, hk, 1e-6)
+                if tree_of[s] == CHAIN:
+                    want_states, o = gdn_decode_ref(want_states, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl],
+                                                    z[sl], *args)
+                else:
+                    st = want_states.copy()
+                    for p_ in ancestors(parents, r0, t - r0):
+                        pl = slice(r0 + p_, r0 + p_ + 1)
+                        st, _ = gdn_decode_ref(st, slot_of[s:s + 1], q[pl], k[pl], v[pl], b[pl], a[pl], z[pl], *args)
+                    _, o = gdn_decode_ref(st, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl], z[sl], *args)
                 want[t] = o[0]
         got_states, out = states.copy(), np.zeros((rows, hv, dv), F32)
+        scratch = np.full((max(1, int((tree_of != CHAIN).sum())), hv, dk, dv), np.nan, F32)
         qh, kh, vh = head_major(q, lens), head_major(k, lens), head_major(v, lens)
-        lib.emu_gdn_recurrence(ptr(got_states), ptr(slot_of), ptr(starts), ptr(qh), ptr(kh), ptr(vh), ptr(b), ptr(a),
-                               ptr(z), ptr(neg_a), ptr(dt_bias), ptr(w), ptr(out), spans, hk, hv, dk, dv, 1e-6)
+        lib.emu_gdn_recurrence(ptr(got_states), ptr(slot_of), ptr(starts), ptr(tree_of), ptr(parents), ptr(scratch),
+                               ptr(qh), ptr(kh), ptr(vh), ptr(b), ptr(a), ptr(z), ptr(neg_a), ptr(dt_bias), ptr(w),
+                               ptr(out), spans, hk, hv, dk, dv, 1e-6)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 1e-5, f"gdn out {lens},{hk},{hv},{dk},{dv}: {err:.2e}"
         serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
         assert serr < 1e-5, f"gdn states: {serr:.2e}"
-        untouched = np.setdiff1d(np.arange(slots), slot_of)
-        assert np.array_equal(got_states[untouched], states[untouched]), "other slots untouched"
-    print("model GDN recurrence (delta rule + gated norm; decode and prompt spans, state slots): match")
+        untouched = np.setdiff1d(np.arange(slots), slot_of[tree_of == CHAIN])
+        assert np.array_equal(got_states[untouched], states[untouched]), "tree and other slots untouched"
+    print("model GDN recurrence (delta rule + gated norm; decode, prompt and tree spans): match")
 
 
 def check_gdn_conv(lib, rng):
-    for lens, hk, hv, dk, dv, kernel in [([1, 4, 2], 2, 4, 64, 128, 4), ([3, 1], 1, 2, 200, 16, 2), ([2], 1, 1, 8, 8, 1)]:
+    for lens, trees, hk, hv, dk, dv, kernel in [([1, 4, 2, 7], [0, 0, 0, 1], 2, 4, 64, 128, 4),
+                                                ([3, 1, 5], [1, 0, 1], 1, 2, 200, 16, 2), ([2], [0], 1, 1, 8, 8, 1)]:
         spans, rows = len(lens), sum(lens)
-        starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.uint32)
+        starts, tree_of, parents = gdn_spans(rng, lens, trees)
         c = 2 * hk * dk + hv * dv
         slots = spans + 1
         hist = kernel - 1
@@ -199,24 +239,29 @@ def check_gdn_conv(lib, rng):
         want_win = windows.astype(np.float64)
         conv = np.zeros((rows, c))
         for s in range(spans):
-            for t in range(starts[s], starts[s + 1]):
-                rws = np.concatenate([want_win[slot_of[s]], qkv[t][None].astype(np.float64)])
+            r0 = int(starts[s])
+            for t in range(r0, starts[s + 1]):
+                if tree_of[s] == CHAIN:
+                    rws = np.concatenate([want_win[slot_of[s]], qkv[t][None].astype(np.float64)])
+                    want_win[slot_of[s]] = rws[1:]
+                else:
+                    path = [r0 + p_ for p_ in ancestors(parents, r0, t - r0)] + [t]
+                    rws = np.concatenate([want_win[slot_of[s]], qkv[path].astype(np.float64)])[-kernel:]
                 o = (taps.astype(np.float64) * rws).sum(axis=0)
                 conv[t] = o / (1 + np.exp(-o))
-                want_win[slot_of[s]] = rws[1:]
         qk = conv[:, :2 * hk * dk].reshape(rows, 2 * hk, dk)
         qk = qk / np.sqrt((qk * qk).sum(axis=-1, keepdims=True) + 1e-6)
         want_q, want_k = head_major(qk[:, :hk] / np.sqrt(dk), lens), head_major(qk[:, hk:], lens)
         want_v = head_major(conv[:, 2 * hk * dk:].reshape(rows, hv, dv), lens)
         win = windows.copy()
         q, k, v = np.zeros(rows * hk * dk, F32), np.zeros(rows * hk * dk, F32), np.zeros(rows * hv * dv, F32)
-        lib.emu_gdn_conv(ptr(win), ptr(slot_of), ptr(starts), ptr(qkv), ptr(taps), ptr(q), ptr(k), ptr(v),
-                         spans, hk, hv, dk, dv, kernel)
+        lib.emu_gdn_conv(ptr(win), ptr(slot_of), ptr(starts), ptr(tree_of), ptr(parents), ptr(qkv), ptr(taps), ptr(q),
+                         ptr(k), ptr(v), spans, hk, hv, dk, dv, kernel)
         for name, got, want in [("q", q, want_q), ("k", k, want_k), ("v", v, want_v)]:
             err = np.abs(got - want).max() / np.abs(want).max()
             assert err < 1e-6, f"gdn conv {name} {lens},{hk},{hv},{dk},{dv},{kernel}: {err:.2e}"
-        assert np.array_equal(win, want_win.astype(F32)), "conv windows shift exactly"
-    print("model GDN conv (conv + SiLU over decode and prompt spans, window shift, q/k L2 norms): match")
+        assert np.array_equal(win, want_win.astype(F32)), "chain windows shift exactly, tree windows stay"
+    print("model GDN conv (conv + SiLU over decode, prompt and tree spans, window shift, q/k L2 norms): match")
 
 
 def check_attn_inputs(lib, rng):

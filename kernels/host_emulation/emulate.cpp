@@ -381,21 +381,24 @@ void emu_argmax(const float* logits, eq_u32* out, eq_u32 vocab, eq_u32 rows) {
 }
 
 void emu_gdn_recurrence(float* states, const eq_u32* slot_of, const eq_u32* starts,
+                        const eq_u32* tree_of, const eq_u32* parents, float* scratch,
                         const float* q, const float* k, const float* v, const float* b,
                         const float* a, const float* z, const float* neg_a,
                         const float* dt_bias, const float* norm_w, float* out, eq_u32 spans,
                         eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
     launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_recurrence_f32(states, slot_of, starts, q, k, v, b, a, z, neg_a, dt_bias, norm_w,
-                              out, hk, hv, dk, dv, eps);
+        eq_gdn_recurrence_f32(states, slot_of, starts, tree_of, parents, scratch, q, k, v, b, a,
+                              z, neg_a, dt_bias, norm_w, out, hk, hv, dk, dv, eps);
     });
 }
 
-void emu_gdn_conv(float* windows, const eq_u32* slot_of, const eq_u32* starts, const float* qkv,
+void emu_gdn_conv(float* windows, const eq_u32* slot_of, const eq_u32* starts,
+                  const eq_u32* tree_of, const eq_u32* parents, const float* qkv,
                   const float* taps, float* q, float* k, float* v, eq_u32 spans, eq_u32 hk,
                   eq_u32 hv, eq_u32 dk, eq_u32 dv, eq_u32 kernel) {
     launch(dim3{2 * hk + hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_conv_f32(windows, slot_of, starts, qkv, taps, q, k, v, hk, hv, dk, dv, kernel);
+        eq_gdn_conv_f32(windows, slot_of, starts, tree_of, parents, qkv, taps, q, k, v, hk, hv,
+                        dk, dv, kernel);
     });
 }
 

@@ -6,18 +6,24 @@
 //    heads (q also scaled by 1/√dk) (crates/edge-model/src/cpu/conv.rs and cpu/gdn.rs::conv);
 //  * eq_gdn_recurrence_f32: the gated delta rule of every value head, one row after the
 //    other, then the gated RMSNorm (cpu/delta_rule.rs::recurrent, cpu/gdn.rs::recurrence).
-// Token-tree spans are not handled here.
 // Prepended by kernels/common/formats.cuh.
 //
 // Spans: span s is batch rows starts[s] .. starts[s + 1] (n rows) with state slot
-// slot_of[s].
+// slot_of[s]. A chain span (tree_of[s] == EQ_GDN_CHAIN: a decode step or a prompt chunk)
+// continues its window and state row after row and leaves them advanced. A token-tree span
+// (tree_of[s] = its index among the pass's trees) leaves them unchanged: row i's parent
+// within the span is parents[starts[s] + i] (EQ_GDN_ROOT for a root, whose inputs continue
+// the committed window and state), parents come before children, and each row sees the
+// committed window and state advanced along its ancestor path only (cpu/gdn_tree.rs).
 //
 // The conv. qkv is [rows, C] with C = 2·hk·dk + hv·dv channels in the order q heads,
 // k heads, v heads; taps are [kernel, C]; windows[slot] is [kernel − 1, C], oldest row
 // first. Per channel c and row: o = silu(Σ_{i < kernel−1} taps[i, c]·win[i, c] +
 // taps[kernel−1, c]·x[c]), then the window shifts by one row and x becomes its newest
 // row. Outputs are head-major per span: q, k [hk, n, dk] and v [hv, n, dv], each span's
-// block starting at row starts[s] (q at starts[s]·hk·dk).
+// block starting at row starts[s] (q at starts[s]·hk·dk). A tree row's window is its
+// ancestors' rows (nearest last) after as many of the committed window's newest rows as
+// the kernel still needs.
 // Launch shape: block EQ_GDN_THREADS, grid (2·hk + hv, spans): a block per head and span.
 //
 // The recurrence, per row t of span s and value head j (key head kh = j / (hv / hk)),
@@ -28,6 +34,9 @@
 //   δ_c = β (v_c − d·a_c);  o_c = d·b_c + kq·δ_c;  S[i, c] ← flush(d·S[i, c] + k_i δ_c)
 //   (flush: |x| < 2^-60 → 0);
 //   out[t, j, :] = o · rsqrt(mean(o²) + eps) · w · silu(z[t, j, :]).
+// A tree row starts from a copy of the committed state in scratch[tree_of[s], j] (its
+// [dk, dv] block of the caller's [trees, hv, dk, dv] buffer), applies its ancestors'
+// updates root first, then computes its own output as above without updating.
 //
 // Layouts: q, k, v head-major per span as the conv writes them; b, a [rows, hv]; z, out
 // [rows, hv, dv] (token-major); states [slots, hv, dk, dv]. dk, dv ≤ EQ_GDN_MAX_DIM.
@@ -40,6 +49,9 @@
 #define EQ_GDN_LN_NEGLIGIBLE -41.58883f
 // Longest conv the kernel keeps in registers (Qwen3.5 uses 4).
 #define EQ_GDN_MAX_KERNEL 8
+// tree_of entry of a chain span; parents entry of a tree root.
+#define EQ_GDN_CHAIN 0xffffffffu
+#define EQ_GDN_ROOT 0xffffffffu
 
 // Sum of v over the block (blockDim.x a multiple of 32, at most EQ_GDN_THREADS); every
 // thread gets the same value. `part` is shared scratch of EQ_GDN_THREADS / 32 floats.
@@ -59,7 +71,8 @@ __device__ __forceinline__ float eq_gdn_block_sum(float v, float* part) {
 
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
     eq_gdn_conv_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
-                    const eq_u32* __restrict__ starts, const float* __restrict__ qkv,
+                    const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
+                    const eq_u32* __restrict__ parents, const float* __restrict__ qkv,
                     const float* __restrict__ taps, float* __restrict__ q, float* __restrict__ k,
                     float* __restrict__ v, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv,
                     eq_u32 kernel) {
@@ -68,6 +81,7 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
     const eq_u32 s = blockIdx.y;
     const eq_u32 r0 = starts[s];
     const eq_u32 n = starts[s + 1u] - r0;
+    const bool tree = tree_of[s] != EQ_GDN_CHAIN;
     const eq_u64 channels = 2ull * hk * dk + (eq_u64)hv * dv;
     const bool is_v = h >= 2u * hk;
     const eq_u32 width = is_v ? dv : dk;
@@ -80,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
 
     for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
         const eq_u64 c = first + t;
-        float w[EQ_GDN_MAX_KERNEL];  // the window, oldest first, then the taps
+        float w[EQ_GDN_MAX_KERNEL];  // the window, oldest first
         float tap[EQ_GDN_MAX_KERNEL];
         for (eq_u32 i = 0; i < hist; ++i) {
             w[i] = win[(eq_u64)i * channels + c];
@@ -91,20 +105,43 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
         for (eq_u32 r = 0; r < n; ++r) {
             const float xc = qkv[(eq_u64)(r0 + r) * channels + c];
             float o = 0.0f;
-            for (eq_u32 i = 0; i < hist; ++i) {
-                o = fmaf(tap[i], w[i], o);
+            if (tree) {
+                // Tap hist − j meets the j-th row back along the path: ancestors first,
+                // then the committed window's newest rows.
+                float back[EQ_GDN_MAX_KERNEL];
+                eq_u32 a = r;
+                eq_u32 depth = 0;
+                for (eq_u32 j = 1; j <= hist; ++j) {
+                    const eq_u32 p = a == EQ_GDN_ROOT ? EQ_GDN_ROOT : parents[r0 + a];
+                    if (p != EQ_GDN_ROOT) {
+                        back[j - 1u] = qkv[(eq_u64)(r0 + p) * channels + c];
+                        ++depth;
+                    } else {
+                        back[j - 1u] = w[hist - (j - depth)];
+                    }
+                    a = p;
+                }
+                for (eq_u32 i = 0; i < hist; ++i) {
+                    o = fmaf(tap[i], back[hist - 1u - i], o);
+                }
+            } else {
+                for (eq_u32 i = 0; i < hist; ++i) {
+                    o = fmaf(tap[i], w[i], o);
+                }
+                for (eq_u32 i = 0; i + 1u < hist; ++i) {
+                    w[i] = w[i + 1u];
+                }
+                if (hist > 0u) {
+                    w[hist - 1u] = xc;
+                }
             }
             o = fmaf(tap[hist], xc, o);
-            for (eq_u32 i = 0; i + 1u < hist; ++i) {
-                w[i] = w[i + 1u];
-            }
-            if (hist > 0u) {
-                w[hist - 1u] = xc;
-            }
             dst[(eq_u64)r * width + t] = o / (1.0f + expf(-o));
         }
-        for (eq_u32 i = 0; i < hist; ++i) {
-            win[(eq_u64)i * channels + c] = w[i];
+        if (!tree) {
+            for (eq_u32 i = 0; i < hist; ++i) {
+                win[(eq_u64)i * channels + c] = w[i];
+            }
         }
     }
     if (is_v) {
@@ -130,32 +167,110 @@ __device__ __forceinline__ float eq_gdn_softplus(float x) {
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
+// The gates of batch row t for value head j: β and the decay d = e^g (0 below 2^-60).
+__device__ __forceinline__ void eq_gdn_gates(const float* __restrict__ b,
+                                             const float* __restrict__ a,
+                                             const float* __restrict__ neg_a,
+                                             const float* __restrict__ dt_bias, eq_u64 t,
+                                             eq_u32 j, eq_u32 hv, float& beta, float& decay) {
+    beta = 1.0f / (1.0f + expf(-b[t * hv + j]));
+    const float g = neg_a[j] * eq_gdn_softplus(a[t * hv + j] + dt_bias[j]);
+    decay = g < EQ_GDN_LN_NEGLIGIBLE ? 0.0f : expf(g);
+}
+
+// One delta-rule step on this thread's state columns of S ([dk, dv]) with ks (and qs) in
+// shared memory: updates S; with `out`, also writes o_c to os[c] and returns Σ o_c².
+__device__ __forceinline__ float eq_gdn_step(float* __restrict__ S, const float* ks,
+                                             const float* qs, float kq, const float* vr,
+                                             float beta, float decay, eq_u32 dk, eq_u32 dv,
+                                             bool update, float* os) {
+    float ss = 0.0f;
+    for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
+        float ac = 0.0f;
+        float bc = 0.0f;
+        for (eq_u32 i = 0; i < dk; ++i) {
+            const float sv = S[(eq_u64)i * dv + c];
+            ac = fmaf(ks[i], sv, ac);
+            bc = fmaf(qs[i], sv, bc);
+        }
+        const float delta = beta * (vr[c] - decay * ac);
+        const float oc = decay * bc + kq * delta;
+        if (update) {
+            for (eq_u32 i = 0; i < dk; ++i) {
+                float* p = S + (eq_u64)i * dv + c;
+                const float nv = fmaf(ks[i], delta, decay * *p);
+                *p = fabsf(nv) < EQ_GDN_NEGLIGIBLE ? 0.0f : nv;
+            }
+        }
+        os[c] = oc;
+        ss = fmaf(oc, oc, ss);
+    }
+    return ss;
+}
+
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
     eq_gdn_recurrence_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
-                          const eq_u32* __restrict__ starts, const float* __restrict__ q,
-                          const float* __restrict__ k, const float* __restrict__ v,
-                          const float* __restrict__ b, const float* __restrict__ a,
-                          const float* __restrict__ z, const float* __restrict__ neg_a,
-                          const float* __restrict__ dt_bias, const float* __restrict__ norm_w,
-                          float* __restrict__ out, eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv,
-                          float eps) {
+                          const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
+                          const eq_u32* __restrict__ parents, float* __restrict__ scratch,
+                          const float* __restrict__ q, const float* __restrict__ k,
+                          const float* __restrict__ v, const float* __restrict__ b,
+                          const float* __restrict__ a, const float* __restrict__ z,
+                          const float* __restrict__ neg_a, const float* __restrict__ dt_bias,
+                          const float* __restrict__ norm_w, float* __restrict__ out, eq_u32 hk,
+                          eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
     __shared__ float ks[EQ_GDN_MAX_DIM];
     __shared__ float qs[EQ_GDN_MAX_DIM];
     __shared__ float os[EQ_GDN_MAX_DIM];
     __shared__ float part[EQ_GDN_THREADS / 32];
+    __shared__ eq_u32 path[64];  // a tree row's ancestors, nearest first
 
     const eq_u32 j = blockIdx.x;
     const eq_u32 s = blockIdx.y;
     const eq_u32 r0 = starts[s];
     const eq_u32 n = starts[s + 1u] - r0;
+    const bool tree = tree_of[s] != EQ_GDN_CHAIN;
     const eq_u32 kh = j / (hv / hk);
-    float* S = states + ((eq_u64)slot_of[s] * hv + j) * dk * dv;
+    float* committed = states + ((eq_u64)slot_of[s] * hv + j) * dk * dv;
+    float* S = tree ? scratch + ((eq_u64)tree_of[s] * hv + j) * dk * dv : committed;
     const float* kspan = k + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
     const float* qspan = q + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
     const float* vspan = v + (eq_u64)r0 * hv * dv + (eq_u64)j * n * dv;
 
     for (eq_u32 r = 0; r < n; ++r) {
         const eq_u64 t = (eq_u64)r0 + r;  // batch row
+        eq_u32 depth = 0;
+        if (tree) {
+            // S = the committed state advanced along row r's ancestors, root first.
+            for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
+                for (eq_u32 i = 0; i < dk; ++i) {
+                    S[(eq_u64)i * dv + c] = committed[(eq_u64)i * dv + c];
+                }
+            }
+            __syncthreads();  // the previous row's readers of path are done
+            if (threadIdx.x == 0) {
+                for (eq_u32 p = parents[t]; p != EQ_GDN_ROOT && depth < 64u; p = parents[r0 + p]) {
+                    path[depth++] = p;
+                }
+            }
+            __syncthreads();
+            depth = 0;
+            for (eq_u32 p = parents[t]; p != EQ_GDN_ROOT && depth < 64u; p = parents[r0 + p]) {
+                ++depth;  // every thread counts the same path
+            }
+            for (eq_u32 d = depth; d-- > 0u;) {
+                const eq_u32 p = path[d];
+                __syncthreads();  // the previous step's readers of ks/qs are done
+                for (eq_u32 i = threadIdx.x; i < dk; i += blockDim.x) {
+                    ks[i] = kspan[(eq_u64)p * dk + i];
+                    qs[i] = 0.0f;  // an ancestor's output is not needed
+                }
+                __syncthreads();
+                float beta, decay;
+                eq_gdn_gates(b, a, neg_a, dt_bias, (eq_u64)r0 + p, j, hv, beta, decay);
+                eq_gdn_step(S, ks, qs, 0.0f, vspan + (eq_u64)p * dv, beta, decay, dk, dv, true,
+                            os);
+            }
+        }
         __syncthreads();  // the previous row's readers of ks/qs are done
         for (eq_u32 i = threadIdx.x; i < dk; i += blockDim.x) {
             ks[i] = kspan[(eq_u64)r * dk + i];
@@ -167,30 +282,10 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
         for (eq_u32 i = 0; i < dk; ++i) {
             kq = fmaf(ks[i], qs[i], kq);
         }
-        const float beta = 1.0f / (1.0f + expf(-b[t * hv + j]));
-        const float g = neg_a[j] * eq_gdn_softplus(a[t * hv + j] + dt_bias[j]);
-        const float decay = g < EQ_GDN_LN_NEGLIGIBLE ? 0.0f : expf(g);
-
-        const float* vr = vspan + (eq_u64)r * dv;
-        float ss = 0.0f;
-        for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {
-            float ac = 0.0f;
-            float bc = 0.0f;
-            for (eq_u32 i = 0; i < dk; ++i) {
-                const float sv = S[(eq_u64)i * dv + c];
-                ac = fmaf(ks[i], sv, ac);
-                bc = fmaf(qs[i], sv, bc);
-            }
-            const float delta = beta * (vr[c] - decay * ac);
-            const float oc = decay * bc + kq * delta;
-            for (eq_u32 i = 0; i < dk; ++i) {
-                float* p = S + (eq_u64)i * dv + c;
-                const float nv = fmaf(ks[i], delta, decay * *p);
-                *p = fabsf(nv) < EQ_GDN_NEGLIGIBLE ? 0.0f : nv;
-            }
-            os[c] = oc;
-            ss = fmaf(oc, oc, ss);
-        }
+        float beta, decay;
+        eq_gdn_gates(b, a, neg_a, dt_bias, t, j, hv, beta, decay);
+        const float ss = eq_gdn_step(S, ks, qs, kq, vspan + (eq_u64)r * dv, beta, decay, dk, dv,
+                                     !tree, os);
 
         // Gated RMSNorm over the head's dv outputs (a thread reads only the os it wrote).
         const float inv = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) / (float)dv + eps);

@@ -8,7 +8,7 @@ pub(crate) mod conv;
 #[cfg(target_arch = "x86_64")]
 mod decode_attention_x86;
 pub(crate) mod delta_rule;
-mod delta_tree;
+pub(crate) mod delta_tree;
 mod gdn;
 mod gdn_tree;
 pub(crate) mod kv_rows;

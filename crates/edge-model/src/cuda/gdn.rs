@@ -1,12 +1,15 @@
-//! The Gated DeltaNet on the GPU (`kernels/model/gdn.cu`) over spans of consecutive rows
-//! (decode steps and prompt chunks; token trees are not handled yet): [`gdn_conv`] (the
-//! causal conv + SiLU continuing each span's conv window, then the q/k L2 norms, as
-//! `cpu::gdn::conv`) and [`gdn_recurrence`] (the gated delta rule on each span's state
-//! slot, row after row, and the gated RMSNorm, as `cpu::gdn::recurrence`).
+//! The Gated DeltaNet on the GPU (`kernels/model/gdn.cu`) over a pass's spans
+//! ([`GdnRows`]: decode steps, prompt chunks and token trees): [`gdn_conv`] (the causal
+//! conv + SiLU continuing each chain span's conv window, each tree row over its path's
+//! window, then the q/k L2 norms, as `cpu::gdn::conv` and `cpu::gdn_tree::conv`) and
+//! [`gdn_recurrence`] (the gated delta rule on each chain span's state slot, row after
+//! row, each tree row from the committed state along its path, then the gated RMSNorm, as
+//! `cpu::gdn::recurrence` and `cpu::gdn_tree::recurrence`). A tree commit is
+//! `gather_rows` of the accepted path's kept inputs, then both ops on a one-span chain.
 
 use super::ops::{check_len, cuda_err, dim_u32};
 use crate::kernel_sources::GDN;
-use crate::{ModelError, Result};
+use crate::{GdnRows, ModelError, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use edge_core::cuda::{CudaDevice, CudaSlice};
 
@@ -63,54 +66,34 @@ pub struct GdnInputs<'a> {
     pub z: &'a CudaSlice<f32>,
 }
 
-/// A pass's spans on the device: span `s` is batch rows `starts[s] .. starts[s + 1]`
-/// and carries state slot `slots[s]` (uploaded once, read by every GDN layer).
+/// A pass's [`GdnRows`] on the device (uploaded once, read by every GDN layer), with the
+/// host copy the launches check against.
 pub struct GdnSpans {
-    slots_host: Vec<u32>,
-    starts_host: Vec<u32>,
+    host: GdnRows,
     slots: CudaSlice<u32>,
     starts: CudaSlice<u32>,
+    tree_of: CudaSlice<u32>,
+    parents: CudaSlice<u32>,
 }
 
 impl GdnSpans {
-    /// Spans of `rows[s]` rows each (at least one), in batch order, on distinct `slots`.
-    pub fn upload(dev: &CudaDevice, slots: Vec<u32>, rows: &[usize]) -> Result<Self> {
-        const OP: &str = "gdn spans";
-        check_len(OP, "row counts", slots.len(), rows.len())?;
-        check_slots(OP, &slots, usize::MAX)?;
-        let mut starts = Vec::with_capacity(rows.len() + 1);
-        let mut at = 0usize;
-        starts.push(0);
-        for &n in rows {
-            if n == 0 {
-                return Err(ModelError::InvalidInput(format!("{OP}: an empty span")));
-            }
-            at += n;
-            starts.push(dim_u32(OP, "rows", at)?);
-        }
-        // A zero-length upload is not a valid allocation: keep one padding slot.
-        let slots_dev = dev.upload(if slots.is_empty() { &[0] } else { &slots[..] })?;
+    /// Checks `rows` and uploads them.
+    pub fn upload(dev: &CudaDevice, rows: GdnRows) -> Result<Self> {
+        rows.check()?;
+        // A zero-length upload is not a valid allocation: keep one padding entry.
+        let up = |v: &[u32]| dev.upload(if v.is_empty() { &[0][..] } else { v });
         Ok(GdnSpans {
-            slots: slots_dev,
-            starts: dev.upload(&starts)?,
-            slots_host: slots,
-            starts_host: starts,
+            slots: up(&rows.slots)?,
+            starts: up(&rows.starts)?,
+            tree_of: up(&rows.tree_of)?,
+            parents: up(&rows.parents)?,
+            host: rows,
         })
     }
 
-    /// Spans.
-    pub fn len(&self) -> usize {
-        self.slots_host.len()
-    }
-
-    /// True without spans.
-    pub fn is_empty(&self) -> bool {
-        self.slots_host.is_empty()
-    }
-
-    /// Batch rows of all spans.
-    pub fn rows(&self) -> usize {
-        *self.starts_host.last().expect("starts holds a leading 0") as usize
+    /// The host copy.
+    pub fn host(&self) -> &GdnRows {
+        &self.host
     }
 }
 
@@ -197,7 +180,7 @@ pub fn gdn_conv(
             taps.len()
         )));
     }
-    let rows = spans.rows();
+    let rows = spans.host.rows();
     check_len(OP, "qkv", rows * channels, qkv.len())?;
     check_len(OP, "q", rows * hk * dk, q.len())?;
     check_len(OP, "k", rows * hk * dk, k.len())?;
@@ -208,19 +191,21 @@ pub fn gdn_conv(
     if per_slot != 0 {
         check_len(OP, "windows", pool * per_slot, windows.len())?;
     }
-    check_slots(OP, &spans.slots_host, pool)?;
-    if spans.is_empty() {
+    check_slots(OP, &spans.host.slots, pool)?;
+    if spans.host.spans() == 0 {
         return Ok(());
     }
     let [hk32, hv32, dk32, dv32] = head_dims(OP, heads)?;
     let dims = [hk32, hv32, dk32, dv32, dim_u32(OP, "kernel", kernel)?];
     let func = dev.function(&GDN, "eq_gdn_conv_f32")?;
-    let cfg = launch_shape(OP, 2 * hk32 + hv32, spans.len())?;
+    let cfg = launch_shape(OP, 2 * hk32 + hv32, spans.host.spans())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(windows)
         .arg(&spans.slots)
         .arg(&spans.starts)
+        .arg(&spans.tree_of)
+        .arg(&spans.parents)
         .arg(qkv)
         .arg(taps)
         .arg(q)
@@ -230,9 +215,10 @@ pub fn gdn_conv(
         launch.arg(d);
     }
     // SAFETY: matches eq_gdn_conv_f32's parameters (gdn.cu). Lengths checked above against
-    // the shape and the spans' rows (starts ascend from 0 to rows), slots distinct and inside
-    // the window pool, kernel ≤ EQ_GDN_MAX_KERNEL; grid (2·hk + hv, spans) with
-    // EQ_GDN_THREADS threads.
+    // the shape and the spans' rows, the span arrays consistent (GdnRows::check: starts
+    // ascend from 0, parents earlier rows of their tree), slots distinct and inside the
+    // window pool, kernel ≤ EQ_GDN_MAX_KERNEL; grid (2·hk + hv, spans), EQ_GDN_THREADS
+    // threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }
@@ -256,7 +242,7 @@ pub fn gdn_recurrence(
         value_dim: dv,
     } = layer.heads;
     check_heads(OP, hk, hv, dk, dv)?;
-    let rows = spans.rows();
+    let rows = spans.host.rows();
     check_len(OP, "q", rows * hk * dk, x.q.len())?;
     check_len(OP, "k", rows * hk * dk, x.k.len())?;
     check_len(OP, "v", rows * hv * dv, x.v.len())?;
@@ -270,18 +256,24 @@ pub fn gdn_recurrence(
     let per_slot = hv * dk * dv;
     let pool = states.len() / per_slot;
     check_len(OP, "states", pool * per_slot, states.len())?;
-    check_slots(OP, &spans.slots_host, pool)?;
-    if spans.is_empty() {
+    check_slots(OP, &spans.host.slots, pool)?;
+    if spans.host.spans() == 0 {
         return Ok(());
     }
     let dims = head_dims(OP, layer.heads)?;
+    // Each tree row's state along its path, one [hv, dk, dv] block per tree (not cached:
+    // allocated per call until the backend's allocator exists).
+    let mut scratch = dev.zeros::<f32>(spans.host.trees().max(1) * per_slot)?;
     let func = dev.function(&GDN, "eq_gdn_recurrence_f32")?;
-    let cfg = launch_shape(OP, dims[1], spans.len())?;
+    let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
         .arg(states)
         .arg(&spans.slots)
         .arg(&spans.starts)
+        .arg(&spans.tree_of)
+        .arg(&spans.parents)
+        .arg(&mut scratch)
         .arg(x.q)
         .arg(x.k)
         .arg(x.v)
@@ -298,9 +290,11 @@ pub fn gdn_recurrence(
         .arg(&dims[3])
         .arg(&layer.eps);
     // SAFETY: matches eq_gdn_recurrence_f32's parameter list (gdn.cu). Every buffer's
-    // length was checked against the shape and the spans' rows above, the slots are
-    // distinct and inside the pool (checked on the host copy), dk, dv ≤ EQ_GDN_MAX_DIM (the
-    // shared buffers), and the grid is (value heads, spans) with EQ_GDN_THREADS threads.
+    // length was checked against the shape and the spans' rows above, the span arrays are
+    // consistent (GdnRows::check: starts ascend, parents are earlier rows of their tree,
+    // trees numbered 0.. and at most 64 rows), the slots are distinct and inside the pool,
+    // scratch holds one [hv, dk, dv] block per tree, dk, dv ≤ EQ_GDN_MAX_DIM (the shared
+    // buffers), and the grid is (value heads, spans) with EQ_GDN_THREADS threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }

@@ -186,9 +186,35 @@ fn argmax_matches_cpu() {
     assert_eq!(dev.download(&out).unwrap(), want);
 }
 
-/// Spans of 1, 5 and 2 rows (a decode step and two prompt chunks) on scattered slots.
-const GDN_SPAN_ROWS: [usize; 3] = [1, 5, 2];
-const GDN_SLOTS: [u32; 3] = [4, 0, 2];
+/// Spans of 1, 5 and 2 rows (a decode step and two prompt chunks) and a 6-row token tree
+/// (two roots), on scattered slots.
+const GDN_SPAN_ROWS: [usize; 4] = [1, 5, 2, 6];
+const GDN_SLOTS: [u32; 4] = [4, 0, 2, 3];
+const GDN_TREE: [Option<u32>; 6] = [None, Some(0), Some(0), Some(1), None, Some(4)];
+
+/// The pass's spans: three chains, then the tree.
+fn gdn_rows() -> crate::GdnRows {
+    use crate::gdn_rows::NO_TREE;
+    let mut rows = crate::GdnRows::chains(GDN_SLOTS.to_vec(), &GDN_SPAN_ROWS).unwrap();
+    rows.tree_of[3] = 0;
+    let r0 = rows.starts[3] as usize;
+    for (i, p) in GDN_TREE.iter().enumerate() {
+        rows.parents[r0 + i] = p.unwrap_or(NO_TREE);
+    }
+    rows
+}
+
+/// Row i's ancestors in GDN_TREE, root first.
+fn tree_path(i: usize) -> Vec<usize> {
+    let mut path = Vec::new();
+    let mut p = GDN_TREE[i];
+    while let Some(a) = p {
+        path.push(a as usize);
+        p = GDN_TREE[a as usize];
+    }
+    path.reverse();
+    path
+}
 
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
@@ -222,11 +248,11 @@ fn gdn_recurrence_matches_cpu() {
         .collect::<Vec<_>>();
     let states = values(slots * hv * dk * dv, 29, 0.2);
 
-    // CPU: the per-head calls of cpu::gdn::recurrence.
+    // CPU: the per-head calls of cpu::gdn::recurrence and cpu::gdn_tree::recurrence.
     let mut want_states = states.clone();
     let mut want = vec![0.0f32; rows * hv * dv];
     let mut r0 = 0;
-    for (&n, &slot) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS) {
+    for (s, (&n, &slot)) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS).enumerate() {
         for j in 0..hv {
             let kh = j / (hv / hk);
             let beta: Vec<f32> = (0..n)
@@ -246,7 +272,22 @@ fn gdn_recurrence_matches_cpu() {
             };
             let state = &mut want_states[((slot as usize) * hv + j) * dk * dv..][..dk * dv];
             let mut o = vec![0.0f32; n * dv];
-            recurrent(&inp, state, &mut o);
+            if s == 3 {
+                // The tree: every row from the committed state along its path, which stays.
+                let head = crate::cpu::delta_tree::TreeHead {
+                    q: inp.q,
+                    k: inp.k,
+                    v: inp.v,
+                    beta: &beta,
+                    g: &g,
+                    parents: &GDN_TREE,
+                    dk,
+                    dv,
+                };
+                crate::cpu::delta_tree::outputs(&head, state, &mut o);
+            } else {
+                recurrent(&inp, state, &mut o);
+            }
             for (i, row) in o.chunks_exact_mut(dv).enumerate() {
                 let at = ((r0 + i) * hv + j) * dv;
                 norm::gated_rms_norm(row, &z[at..][..dv], &w, 1e-6);
@@ -282,7 +323,7 @@ fn gdn_recurrence_matches_cpu() {
     };
     let mut sd = up(&states);
     let mut out = dev.zeros::<f32>(rows * hv * dv).unwrap();
-    let spans = GdnSpans::upload(&dev, GDN_SLOTS.to_vec(), &GDN_SPAN_ROWS).unwrap();
+    let spans = GdnSpans::upload(&dev, gdn_rows()).unwrap();
     gdn_recurrence(&dev, &layer, &mut sd, &spans, &x, &mut out).unwrap();
     let max_abs = |x: &[f32]| x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let (got, got_states) = (dev.download(&out).unwrap(), dev.download(&sd).unwrap());
@@ -300,12 +341,22 @@ fn gdn_recurrence_matches_cpu() {
         "states: max |err| {err:e}"
     );
 
-    let twice = GdnSpans::upload(&dev, vec![1, 1, 2], &GDN_SPAN_ROWS);
+    let twice = crate::GdnRows {
+        slots: vec![1, 1, 2, 3],
+        ..gdn_rows()
+    };
     assert!(
-        matches!(twice, Err(crate::ModelError::InvalidInput(_))),
+        matches!(
+            GdnSpans::upload(&dev, twice),
+            Err(crate::ModelError::InvalidInput(_))
+        ),
         "a slot used twice"
     );
-    let outside = GdnSpans::upload(&dev, vec![1, 9, 2], &GDN_SPAN_ROWS).unwrap();
+    let outside = crate::GdnRows {
+        slots: vec![1, 9, 2, 3],
+        ..gdn_rows()
+    };
+    let outside = GdnSpans::upload(&dev, outside).unwrap();
     let r = gdn_recurrence(&dev, &layer, &mut sd, &outside, &x, &mut out);
     assert!(
         matches!(r, Err(crate::ModelError::InvalidInput(_))),
@@ -334,16 +385,38 @@ fn gdn_conv_matches_cpu() {
         vec![0.0f32; rows * hv * dv],
     );
     let mut r0 = 0;
-    for (&n, &slot) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS) {
+    for (s, (&n, &slot)) in GDN_SPAN_ROWS.iter().zip(&GDN_SLOTS).enumerate() {
         let win =
             &mut want_windows[slot as usize * (kernel - 1) * channels..][..(kernel - 1) * channels];
         let mut conv = vec![0.0f32; n * channels];
-        let mut range = ConvRange {
-            first: 0,
-            history: win.chunks_exact_mut(channels).collect(),
-            out: &mut conv,
-        };
-        conv_range(&qkv[r0 * channels..][..n * channels], n, &taps, &mut range);
+        if s == 3 {
+            // Tree rows as cpu::gdn_tree::conv computes them: the committed window, then
+            // the path's rows; the window stays.
+            for i in 0..n {
+                let mut rows: Vec<&[f32]> = win.chunks_exact(channels).collect();
+                rows.extend(
+                    tree_path(i)
+                        .into_iter()
+                        .chain([i])
+                        .map(|p| &qkv[(r0 + p) * channels..][..channels]),
+                );
+                let rows = &rows[rows.len() - kernel..];
+                let out = &mut conv[i * channels..][..channels];
+                for (t, x) in rows.iter().enumerate() {
+                    for ((o, &w), &xc) in out.iter_mut().zip(&taps[t * channels..]).zip(*x) {
+                        *o += w * xc;
+                    }
+                }
+                out.iter_mut().for_each(|o| *o = norm::silu(*o));
+            }
+        } else {
+            let mut range = ConvRange {
+                first: 0,
+                history: win.chunks_exact_mut(channels).collect(),
+                out: &mut conv,
+            };
+            conv_range(&qkv[r0 * channels..][..n * channels], n, &taps, &mut range);
+        }
         for (i, row) in conv.chunks_exact_mut(channels).enumerate() {
             for (h, head) in row[..2 * hk * dk].chunks_exact_mut(dk).enumerate() {
                 norm::l2_norm(head);
@@ -375,7 +448,7 @@ fn gdn_conv_matches_cpu() {
         dev.zeros::<f32>(rows * hk * dk).unwrap(),
         dev.zeros::<f32>(rows * hv * dv).unwrap(),
     );
-    let spans = GdnSpans::upload(&dev, GDN_SLOTS.to_vec(), &GDN_SPAN_ROWS).unwrap();
+    let spans = GdnSpans::upload(&dev, gdn_rows()).unwrap();
     gdn_conv(
         &dev,
         heads,
