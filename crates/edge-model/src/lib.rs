@@ -33,6 +33,7 @@ pub mod mtp;
 mod session;
 pub mod synthetic;
 mod tree;
+mod upload;
 mod weights;
 
 pub use attention_rows::AttentionRows;
@@ -48,4 +49,5 @@ pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput};
 pub use mtp::MtpHead;
 pub use session::Session;
 pub use tree::{AcceptedPath, TreeInputs};
+pub use upload::WeightUpload;
 pub use weights::{ActivationMode, Embedding, LoadOptions};

@@ -1,0 +1,157 @@
+//! Moving a loaded model onto another backend: checkpoints load on the CPU (the
+//! reference), and [`Qwen35Model::to_backend`] rebuilds the same model with every weight
+//! in the target backend's form, through the three conversions of [`WeightUpload`]. The
+//! structure (layers, mixers, the MTP head) is walked once, here, for every backend.
+
+use crate::Result;
+use crate::backend::Backend;
+use crate::cpu::Cpu;
+use crate::layers::attention::GatedAttention;
+use crate::layers::gdn::GatedDeltaNet;
+use crate::layers::mlp::Mlp;
+use crate::model::{DecoderLayer, Mixer, Qwen35Model};
+use crate::mtp::MtpHead;
+use crate::weights::Embedding;
+use edge_quant::linear::Linear;
+
+/// A backend that can take the CPU model's weights. A weight format or activation mode
+/// the backend has no kernel for is an error naming the layer's format, never a silent
+/// conversion.
+pub trait WeightUpload: Backend {
+    /// A linear layer (weights, format and activation mode).
+    fn upload_linear(&mut self, linear: &Linear) -> Result<Self::Linear>;
+    /// A parameter vector.
+    fn upload_vector(&mut self, values: &[f32]) -> Result<Self::Vector>;
+    /// The token embedding table.
+    fn upload_embedding(&mut self, table: &Embedding) -> Result<Self::Embedding>;
+}
+
+/// The CPU "uploads" by copying: `to_backend(&mut Cpu)` is a deep copy, which the tests
+/// use to check the walk itself.
+impl WeightUpload for Cpu {
+    fn upload_linear(&mut self, linear: &Linear) -> Result<Linear> {
+        Ok(linear.clone())
+    }
+
+    fn upload_vector(&mut self, values: &[f32]) -> Result<Vec<f32>> {
+        Ok(values.to_vec())
+    }
+
+    fn upload_embedding(&mut self, table: &Embedding) -> Result<Embedding> {
+        Ok(table.clone())
+    }
+}
+
+impl Qwen35Model<Cpu> {
+    /// The same model with its weights on `be`.
+    pub fn to_backend<B: WeightUpload>(&self, be: &mut B) -> Result<Qwen35Model<B>> {
+        Ok(Qwen35Model {
+            config: self.config.clone(),
+            embed: be.upload_embedding(&self.embed)?,
+            layers: (self.layers.iter())
+                .map(|l| layer(be, l))
+                .collect::<Result<_>>()?,
+            norm: be.upload_vector(&self.norm)?,
+            lm_head: be.upload_linear(&self.lm_head)?,
+            mtp: self.mtp.as_ref().map(|m| mtp(be, m)).transpose()?,
+        })
+    }
+}
+
+fn layer<B: WeightUpload>(be: &mut B, l: &DecoderLayer) -> Result<DecoderLayer<B>> {
+    Ok(DecoderLayer {
+        input_norm: be.upload_vector(&l.input_norm)?,
+        post_norm: be.upload_vector(&l.post_norm)?,
+        mixer: match &l.mixer {
+            Mixer::Gdn(g) => Mixer::Gdn(Box::new(gdn(be, g)?)),
+            Mixer::Attention(a) => Mixer::Attention(Box::new(attention(be, a)?)),
+        },
+        mlp: Mlp {
+            gate: be.upload_linear(&l.mlp.gate)?,
+            up: be.upload_linear(&l.mlp.up)?,
+            down: be.upload_linear(&l.mlp.down)?,
+        },
+        cache_layer: l.cache_layer,
+    })
+}
+
+fn attention<B: WeightUpload>(be: &mut B, a: &GatedAttention) -> Result<GatedAttention<B>> {
+    Ok(GatedAttention {
+        q_proj: be.upload_linear(&a.q_proj)?,
+        k_proj: be.upload_linear(&a.k_proj)?,
+        v_proj: be.upload_linear(&a.v_proj)?,
+        o_proj: be.upload_linear(&a.o_proj)?,
+        q_norm: be.upload_vector(&a.q_norm)?,
+        k_norm: be.upload_vector(&a.k_norm)?,
+        heads: a.heads,
+        kv_heads: a.kv_heads,
+        head_dim: a.head_dim,
+        eps: a.eps,
+        rope: a.rope.clone(),
+        kv_scales: a.kv_scales,
+        kv_observer: a.kv_observer.clone(),
+    })
+}
+
+fn gdn<B: WeightUpload>(be: &mut B, g: &GatedDeltaNet) -> Result<GatedDeltaNet<B>> {
+    Ok(GatedDeltaNet {
+        in_proj_qkv: be.upload_linear(&g.in_proj_qkv)?,
+        in_proj_z: be.upload_linear(&g.in_proj_z)?,
+        in_proj_b: be.upload_linear(&g.in_proj_b)?,
+        in_proj_a: be.upload_linear(&g.in_proj_a)?,
+        conv_taps: be.upload_vector(&g.conv_taps)?,
+        neg_a: be.upload_vector(&g.neg_a)?,
+        dt_bias: be.upload_vector(&g.dt_bias)?,
+        norm_weight: be.upload_vector(&g.norm_weight)?,
+        out_proj: be.upload_linear(&g.out_proj)?,
+        key_heads: g.key_heads,
+        value_heads: g.value_heads,
+        key_dim: g.key_dim,
+        value_dim: g.value_dim,
+        kernel: g.kernel,
+        eps: g.eps,
+    })
+}
+
+fn mtp<B: WeightUpload>(be: &mut B, m: &MtpHead) -> Result<MtpHead<B>> {
+    Ok(MtpHead {
+        fc: be.upload_linear(&m.fc)?,
+        pre_fc_norm_embedding: be.upload_vector(&m.pre_fc_norm_embedding)?,
+        pre_fc_norm_hidden: be.upload_vector(&m.pre_fc_norm_hidden)?,
+        norm: be.upload_vector(&m.norm)?,
+        layer: layer(be, &m.layer)?,
+        eps: m.eps,
+        hidden: m.hidden,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::synthetic::{SyntheticDType, tiny_config, write_predictable_checkpoint};
+    use crate::{ActivationMode, Cpu, LogitRows, Qwen35Model, Session};
+    use edge_kvcache::CacheConfig;
+
+    /// The walk rebuilds every weight: the copy gives the original's logits, bit for bit,
+    /// for a prompt, a decode step and the MTP head.
+    #[test]
+    fn to_backend_on_the_cpu_is_the_same_model() {
+        let dir = std::env::temp_dir().join(format!("edge-model-upload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_predictable_checkpoint(&dir, &tiny_config(256), SyntheticDType::Bf16, 5).unwrap();
+        let model = Qwen35Model::load(&dir, ActivationMode::default()).unwrap();
+        let copy = model.to_backend(&mut Cpu::new()).unwrap();
+        assert!(copy.mtp().is_some(), "the MTP head is carried over");
+        let run = |m: &Qwen35Model| {
+            let mut s = Session::new(m, CacheConfig::default()).unwrap();
+            let prompt = s.forward(&[3, 17, 4, 9], LogitRows::All).unwrap();
+            let step = s.forward(&[11], LogitRows::Last).unwrap();
+            let mtp = s
+                .mtp_forward(&[12], &step.hidden, 4, LogitRows::Last)
+                .unwrap();
+            (prompt.logits, step.logits, mtp.logits)
+        };
+        let (a, b) = (run(&model), run(&copy));
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(a, b);
+    }
+}
