@@ -25,6 +25,7 @@ def setup(lib):
     lib.emu_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_argmax.argtypes = [p, p, u32, u32]
+    lib.emu_topk.argtypes = [p, u32, u32, u32, f] + [p] * 5
     lib.emu_gdn_recurrence.argtypes = [p] * 16 + [u32] * 5 + [f]
     lib.emu_gdn_conv.argtypes = [p] * 10 + [u32] * 6
     lib.emu_attn_inputs.argtypes = [p] * 8 + [u32] * 5 + [f]
@@ -107,6 +108,40 @@ def check_argmax(lib, rng):
 
 
 NEGLIGIBLE = 8.673617e-19
+
+
+def check_topk(lib, rng):
+    """Top-k candidates: exact ids and values (descending, ties by lower index, NaN never),
+    the row maximum and the softmax sum at the temperature."""
+    vocab, rows = 1000, 7
+    x = rng.standard_normal((rows, vocab)).astype(F32)
+    x[1, ::7] = F32(0.5)                 # many ties, some at the threshold
+    x[2, :500] = np.nan                  # NaN never chosen
+    x[3, 10] = np.inf                    # +inf maximum: exp(0) for it
+    x[3, 20:30] = -np.inf
+    x[4] = np.nan                        # no candidate at all
+    x[5] = np.round(x[5] * 2) / 2        # coarse values: ties everywhere
+    x[6, :] = -np.inf
+    x[6, 3] = F32(1.0)                   # fewer finite values than k
+    for k, temp in [(1, 1.0), (40, 0.7), (256, 1.3)]:
+        vals = np.zeros((rows, k), F32)
+        ids, count = np.zeros((rows, k), np.uint32), np.zeros(rows, np.uint32)
+        mx, sm = np.zeros(rows, F32), np.zeros(rows, F32)
+        lib.emu_topk(ptr(x), vocab, rows, k, F32(1 / temp), ptr(vals), ptr(ids), ptr(count), ptr(mx), ptr(sm))
+        for r in range(rows):
+            valid = [i for i in range(vocab) if not np.isnan(x[r, i])]
+            order = sorted(valid, key=lambda i: (-float(x[r, i]), i))[:k]
+            n = len(order)
+            assert count[r] == n, f"topk count row {r} k {k}: {count[r]} vs {n}"
+            assert list(ids[r, :n]) == order, f"topk ids row {r} k {k}"
+            assert np.array_equal(vals[r, :n], x[r, order]), f"topk values row {r} k {k}"
+            assert (ids[r, n:] == 0xFFFFFFFF).all() and (vals[r, n:] == -np.inf).all(), f"topk padding row {r}"
+            if n:
+                m = float(x[r, order[0]])
+                assert mx[r] == F32(m)
+                want = sum(1.0 if float(x[r, i]) == m else np.exp((float(x[r, i]) - m) / temp) for i in valid)
+                assert abs(sm[r] - want) <= 1e-5 * want, f"topk sum row {r}: {sm[r]} vs {want}"
+    print("model top-k candidates (ties, NaN, ±inf, short rows) and softmax sums: match")
 
 
 def gdn_decode_ref(states, slot_of, q, k, v, b, a, z, neg_a, dt_bias, w, hk, eps):
@@ -411,6 +446,7 @@ def main():
     check_elementwise(lib, rng)
     check_norms(lib, rng)
     check_argmax(lib, rng)
+    check_topk(lib, rng)
     check_gdn_recurrence(lib, rng)
     check_gdn_conv(lib, rng)
     check_attn_inputs(lib, rng)

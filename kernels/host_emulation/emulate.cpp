@@ -77,6 +77,9 @@ static inline unsigned long long atomicMin(unsigned long long* p, unsigned long 
     }
     return old;
 }
+static inline unsigned atomicAdd(unsigned* p, unsigned v) {
+    return std::atomic_ref<unsigned>(*p).fetch_add(v);
+}
 static inline unsigned atomicMax(unsigned* p, unsigned v) {
     std::atomic_ref<unsigned> a(*p);
     unsigned old = a.load();
@@ -378,6 +381,12 @@ void emu_gated_rms_norm(float* o, const float* z, const float* w, eq_u32 width, 
 
 void emu_argmax(const float* logits, eq_u32* out, eq_u32 vocab, eq_u32 rows) {
     launch(dim3{rows, 1, 1}, 256, [=] { eq_argmax_f32(logits, out, vocab); });
+}
+
+void emu_topk(const float* logits, eq_u32 vocab, eq_u32 rows, eq_u32 k, float inv_temp,
+              float* vals, eq_u32* ids, eq_u32* count, float* row_max, float* row_sum) {
+    launch(dim3{rows, 1, 1}, EQ_TOPK_THREADS,
+           [=] { eq_topk_f32(logits, vocab, k, inv_temp, vals, ids, count, row_max, row_sum); });
 }
 
 void emu_gdn_recurrence(float* states, const eq_u32* slot_of, const eq_u32* starts,

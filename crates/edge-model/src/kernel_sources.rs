@@ -23,7 +23,7 @@ macro_rules! model_kernel {
 /// Element-wise ops, embedding gather and the RMSNorms (`kernels/model/elementwise.cu`).
 pub const ELEMENTWISE: KernelSource = model_kernel!("edge_model_elementwise", "elementwise.cu");
 
-/// On-device greedy choice (`kernels/model/sampling.cu`).
+/// On-device greedy choice and top-k candidates (`kernels/model/sampling.cu`).
 pub const SAMPLING: KernelSource = model_kernel!("edge_model_sampling", "sampling.cu");
 
 /// The Gated DeltaNet decode step: conv and recurrence (`kernels/model/gdn.cu`).
@@ -57,7 +57,7 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "eq_gated_rms_norm_f32",
         ],
     ),
-    ("edge_model_sampling", &["eq_argmax_f32"]),
+    ("edge_model_sampling", &["eq_argmax_f32", "eq_topk_f32"]),
     (
         "edge_model_gdn",
         &["eq_gdn_conv_f32", "eq_gdn_recurrence_f32"],

@@ -15,6 +15,7 @@ mod gdn;
 mod kv_store;
 mod ops;
 mod rope;
+mod sampling;
 #[cfg(test)]
 mod tests;
 
@@ -26,5 +27,6 @@ pub use gdn::{
     gdn_recurrence,
 };
 pub use kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows, kv_store};
-pub use ops::{add, argmax, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
+pub use ops::{add, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
 pub use rope::{AttentionNorms, attention_inputs};
+pub use sampling::{MAX_TOP_K, TopK, argmax, top_k};

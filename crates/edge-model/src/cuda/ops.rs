@@ -1,11 +1,11 @@
-//! Launch wrappers of `kernels/model/elementwise.cu` and `kernels/model/sampling.cu`.
+//! Launch wrappers of `kernels/model/elementwise.cu`.
 //!
 //! Every wrapper checks its buffers' lengths against the shape it is given and returns
 //! [`ModelError::InvalidInput`] before launching anything; CUDA failures arrive as
 //! [`ModelError::Core`].
 
 use crate::backend::Gate;
-use crate::kernel_sources::{ELEMENTWISE, SAMPLING};
+use crate::kernel_sources::ELEMENTWISE;
 use crate::{ModelError, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use edge_core::CoreError;
@@ -13,7 +13,8 @@ use edge_core::cuda::{CudaDevice, CudaSlice};
 
 /// Threads per block of the element-wise kernels (`EQ_EW_THREADS`).
 const EW_THREADS: u32 = 256;
-/// Threads per block of the per-row kernels (`EQ_ROW_THREADS`, `EQ_ARGMAX_THREADS`).
+/// Threads per block of the per-row kernels (`EQ_ROW_THREADS`, `EQ_ARGMAX_THREADS`,
+/// `EQ_TOPK_THREADS`).
 const ROW_THREADS: u32 = 256;
 /// Grid cap of the element-wise kernels (they loop grid-stride beyond it).
 const EW_MAX_BLOCKS: usize = 4096;
@@ -50,7 +51,7 @@ fn elementwise(n: usize) -> LaunchConfig {
 }
 
 /// One block per row.
-fn per_row(rows: u32) -> LaunchConfig {
+pub(super) fn per_row(rows: u32) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (rows, 1, 1),
         block_dim: (ROW_THREADS, 1, 1),
@@ -197,7 +198,7 @@ pub fn embed_bf16(
 }
 
 /// Rows of `x` as a multiple of `width`, as u32 (a grid dimension).
-fn rows_of(op: &str, len: usize, width: usize) -> Result<u32> {
+pub(super) fn rows_of(op: &str, len: usize, width: usize) -> Result<u32> {
     if width == 0 || !len.is_multiple_of(width) {
         return Err(ModelError::InvalidInput(format!(
             "{op}: {len} values are not rows of width {width}"
@@ -253,31 +254,6 @@ pub fn gated_rms_norm(
     launch.arg(o).arg(z).arg(weight).arg(&width).arg(&eps);
     // SAFETY: eq_gated_rms_norm_f32(float* o, const float* z, const float* w, u32 width,
     // float eps), one block per row; o and z hold rows·width values, w width (checked).
-    unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
-    Ok(())
-}
-
-/// The greedy choice of each `vocab`-wide row of `logits` into `out` (one index per
-/// row), as [`crate::argmax`]: the first maximum, NaN never chosen, 0 for a row of NaN.
-pub fn argmax(
-    dev: &CudaDevice,
-    logits: &CudaSlice<f32>,
-    vocab: usize,
-    out: &mut CudaSlice<u32>,
-) -> Result<()> {
-    const OP: &str = "argmax";
-    let rows = rows_of(OP, logits.len(), vocab)?;
-    check_len(OP, "out", rows as usize, out.len())?;
-    if rows == 0 {
-        return Ok(());
-    }
-    let vocab_u32 = dim_u32(OP, "vocab", vocab)?;
-    let func = dev.function(&SAMPLING, "eq_argmax_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
-    launch.arg(logits).arg(out).arg(&vocab_u32);
-    // SAFETY: eq_argmax_f32(const float* logits, u32* out, u32 vocab), one block of
-    // ROW_THREADS (the kernel's EQ_ARGMAX_THREADS) per row; logits hold rows·vocab
-    // values and out rows (checked).
     unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
     Ok(())
 }

@@ -186,6 +186,51 @@ fn argmax_matches_cpu() {
     assert_eq!(dev.download(&out).unwrap(), want);
 }
 
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
+fn top_k_matches_a_sort() {
+    let dev = device();
+    let vocab = 248_320;
+    let mut logits = values(3 * vocab, 11, 20.0);
+    for v in logits[..vocab].iter_mut().step_by(3) {
+        *v = (*v * 2.0).round() / 2.0; // many ties
+    }
+    logits[vocab..2 * vocab].fill(f32::NEG_INFINITY);
+    logits[vocab + 5] = 1.0; // one finite logit among −inf ties
+    logits[2 * vocab + 9] = f32::NAN;
+    let temperature = 0.8;
+    let got = top_k(&dev, &dev.upload(&logits).unwrap(), vocab, 200, temperature).unwrap();
+    for (r, row) in logits.chunks_exact(vocab).enumerate() {
+        let mut order: Vec<u32> = (0..vocab as u32)
+            .filter(|&i| !row[i as usize].is_nan())
+            .collect();
+        order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+        order.truncate(200);
+        assert_eq!(got.counts[r], 200);
+        assert_eq!(&got.ids[r * 200..][..200], &order[..], "row {r} ids");
+        let mx = row[order[0] as usize];
+        assert_eq!(got.max[r], mx);
+        let sum: f64 = (row.iter().filter(|v| !v.is_nan()))
+            .map(|&v| {
+                if v == mx {
+                    1.0
+                } else {
+                    f64::from((v - mx) / temperature).exp()
+                }
+            })
+            .sum();
+        assert!(
+            (f64::from(got.sum[r]) - sum).abs() <= 1e-4 * sum,
+            "row {r} sum"
+        );
+    }
+    let bad = top_k(&dev, &dev.upload(&logits).unwrap(), vocab, 300, 1.0);
+    assert!(
+        matches!(bad, Err(crate::ModelError::InvalidInput(_))),
+        "k past MAX_TOP_K"
+    );
+}
+
 /// Spans of 1, 5 and 2 rows (a decode step and two prompt chunks) and a 6-row token tree
 /// (two roots), on scattered slots.
 const GDN_SPAN_ROWS: [usize; 4] = [1, 5, 2, 6];
