@@ -9,6 +9,8 @@
 use crate::{Result, SpecError};
 use edge_model::argmax;
 
+#[cfg(test)]
+mod candidates_tests;
 mod distribution;
 mod penalties;
 #[cfg(test)]
@@ -105,6 +107,35 @@ impl SamplingParams {
     }
 }
 
+/// A row's top candidates, the input of [`Sampler::distribution_from_candidates`]: what
+/// `edge_model::cuda::top_k` computes on the device (or any backend's equivalent).
+#[derive(Clone, Copy, Debug)]
+pub struct Candidates<'a> {
+    /// Token ids, in descending logit order, ties by the lower id (NaN never).
+    pub ids: &'a [u32],
+    /// Their logits.
+    pub logits: &'a [f32],
+    /// Whether these are all the row's non-NaN logits.
+    pub complete: bool,
+    /// `Σ exp((l − max) / temperature)` over the whole row's non-NaN logits (`l == max`
+    /// counts 1), at the sampler's temperature.
+    pub sum: f32,
+}
+
+/// How close to `top_p` a cumulative probability computed with another row's softmax
+/// sum may be before the cut counts as undecided (f32 sums over a large vocabulary in
+/// another order differ by about this much).
+const CUT_MARGIN: f32 = 1e-4;
+
+/// What lies past the logits [`Sampler::shape`] is given.
+#[derive(Clone, Copy)]
+enum Tail {
+    /// Nothing: they are the whole (possibly `top_k`-limited) row.
+    None,
+    /// More of the row, whose full softmax denominator is this.
+    Sum(f32),
+}
+
 /// A seeded sampler (PCG-XSH-RR 64/32 generator).
 #[derive(Clone, Debug)]
 pub struct Sampler {
@@ -189,24 +220,90 @@ impl Sampler {
         if order.is_empty() {
             return Err(SpecError::InvalidRequest("every logit is NaN".into()));
         }
-        order.sort_unstable_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+        // Ties by the lower id, as the device's top-k candidates order them.
+        order.sort_unstable_by(|&a, &b| {
+            (logits[b as usize].total_cmp(&logits[a as usize])).then(a.cmp(&b))
+        });
         if self.params.top_k > 0 {
             order.truncate(self.params.top_k);
         }
-        let max = logits[order[0] as usize];
+        let values = order.iter().map(|&i| logits[i as usize]).collect();
+        Ok(self
+            .shape(order, values, Tail::None)
+            .expect("a complete list always determines the distribution"))
+    }
+
+    /// The distribution from a row's top candidates alone ([`Candidates`], e.g. the
+    /// device's top-k), without the rest of the vocabulary: `Some` when the candidates
+    /// determine it, then equal to [`Sampler::distribution`] on the full row (bit for bit
+    /// when `top_k` limits it to the candidates or they are the whole row; without
+    /// `top_k` the top-p cut uses the given softmax denominator, which may round
+    /// differently at the cut). `None` when the full row is needed: a history penalty
+    /// changes logits, `top_k` reaches past the candidates of an incomplete list, or
+    /// neither `min_p` nor `top_p` cuts inside them.
+    pub fn distribution_from_candidates(&self, c: &Candidates<'_>) -> Result<Option<Distribution>> {
+        if c.ids.len() != c.logits.len() {
+            return Err(SpecError::InvalidRequest(format!(
+                "{} candidate ids for {} logits",
+                c.ids.len(),
+                c.logits.len()
+            )));
+        }
+        if self.params.has_penalties() {
+            return Ok(None);
+        }
+        if self.is_greedy() {
+            // The first candidate is the lowest-id maximum; none: every logit is NaN.
+            return Ok(Some(Distribution {
+                tokens: vec![c.ids.first().copied().unwrap_or(0)],
+                probs: vec![1.0],
+            }));
+        }
+        if c.ids.is_empty() {
+            return Err(SpecError::InvalidRequest("every logit is NaN".into()));
+        }
+        let k = self.params.top_k;
+        if c.complete || (k > 0 && k <= c.ids.len()) {
+            let n = if k > 0 {
+                k.min(c.ids.len())
+            } else {
+                c.ids.len()
+            };
+            let d = self.shape(c.ids[..n].to_vec(), c.logits[..n].to_vec(), Tail::None);
+            return Ok(d);
+        }
+        if k > 0 {
+            // The softmax runs over the top_k tokens, some past the candidates.
+            return Ok(None);
+        }
+        Ok(self.shape(c.ids.to_vec(), c.logits.to_vec(), Tail::Sum(c.sum)))
+    }
+
+    /// Softmax at the temperature over `order` (token ids, descending `values`), then
+    /// the `min_p` and `top_p` cuts and the drop of zero probabilities, renormalised.
+    /// With [`Tail::Sum`], `order` is only the head of the row and the probabilities
+    /// use the row's full denominator; `None` when no cut closes inside the head.
+    fn shape(&self, mut order: Vec<u32>, values: Vec<f32>, tail: Tail) -> Option<Distribution> {
+        let max = values[0];
         let t = self.params.temperature;
         // `l == max` keeps a +inf (or all -inf) maximum finite: exp(0) = 1.
-        let mut probs: Vec<f32> = order
-            .iter()
-            .map(|&i| logits[i as usize])
-            .map(|l| if l == max { 1.0 } else { ((l - max) / t).exp() })
+        let mut probs: Vec<f32> = (values.iter())
+            .map(|&l| if l == max { 1.0 } else { ((l - max) / t).exp() })
             .collect();
-        let total: f32 = probs.iter().sum();
+        let total: f32 = match tail {
+            Tail::None => probs.iter().sum(),
+            Tail::Sum(sum) => sum,
+        };
         probs.iter_mut().for_each(|p| *p /= total);
+        let mut cut = matches!(tail, Tail::None);
         if self.params.min_p > 0.0 {
             // Probabilities fall along `order`: the tokens below the floor are a suffix.
             let floor = self.params.min_p * probs[0];
             let kept = probs.iter().take_while(|&&p| p >= floor).count();
+            cut |= kept < probs.len();
+            if !cut {
+                return None; // tokens past the head may still be above the floor
+            }
             probs.truncate(kept);
             order.truncate(kept);
             let mass: f32 = probs.iter().sum();
@@ -215,11 +312,22 @@ impl Sampler {
         let mut keep = probs.len();
         let mut cum = 0.0;
         for (i, p) in probs.iter().enumerate() {
+            let before = cum;
             cum += p;
             if cum >= self.params.top_p {
+                // With another row's sum the cut must not hinge on rounding: a cumulative
+                // mass this close to top_p on either side could fall the other way.
+                let near = |c: f32| (c - self.params.top_p).abs() <= CUT_MARGIN;
+                if matches!(tail, Tail::Sum(_)) && (near(before) || near(cum)) {
+                    return None;
+                }
                 keep = i + 1;
+                cut = true;
                 break;
             }
+        }
+        if !cut {
+            return None; // the nucleus reaches past the head
         }
         // Probabilities fall along `order`, so the zeros (underflow) are a suffix.
         let keep = probs[..keep].iter().take_while(|&&p| p > 0.0).count();
@@ -227,7 +335,7 @@ impl Sampler {
         probs.truncate(keep);
         let mass: f32 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= mass);
-        Ok(Distribution {
+        Some(Distribution {
             tokens: order,
             probs,
         })

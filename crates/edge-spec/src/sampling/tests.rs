@@ -110,14 +110,17 @@ fn remove_renormalises_and_can_empty() {
 }
 
 /// The sampler as it was before `distribution` existed: `r = u · mass` over the
-/// kept prefix of the top-k softmax.
+/// kept prefix of the top-k softmax (with ties now ordered by the lower id, as the
+/// sampler and the device's top-k order them).
 fn legacy_sample(s: &mut Sampler, logits: &[f32]) -> u32 {
     let p = *s.params();
     if p.temperature == 0.0 {
         return argmax(logits);
     }
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+    order.sort_unstable_by(|&a, &b| {
+        (logits[b as usize].total_cmp(&logits[a as usize])).then(a.cmp(&b))
+    });
     if p.top_k > 0 {
         order.truncate(p.top_k);
     }
