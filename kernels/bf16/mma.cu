@@ -49,31 +49,10 @@ __device__ __forceinline__ void eq_bf16_mma(const eq_u16* __restrict__ w,
     const eq_u32 row0 = blockIdx.x * EQ_MMA_ROWS;
     const eq_u32 t0 = blockIdx.y * TN;
 
-    // Rows and tokens past the end read the last valid one and are never stored.
     eq_u32 rr[2][2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            rr[i][h] = min(row0 + 16u * i + 8u * h + g, rows - 1u);
-        }
-    }
     const Act* xr[NT];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-        xr[j] = x + (eq_u64)min(t0 + 8u * j + g, tokens - 1u) * cols;
-    }
     float acc[2][NT][4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                acc[i][j][r] = 0.0f;
-            }
-        }
-    }
+    eq_mma_setup<Act, NT>(rr, xr, acc, x, row0, t0, g, rows, cols, tokens);
 
     const eq_u32 chunks = (cols + EQ_MMA_CHUNK - 1u) / EQ_MMA_CHUNK;
     for (eq_u32 c = warp; c < chunks; c += W) {

@@ -150,6 +150,23 @@ __device__ __forceinline__ float eq_warp_sum(float v) {
     return v;
 }
 
+// Sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the same value (the warps' sums added in warp order). `part` is shared scratch of one
+// float per warp; the block must reach every call.
+__device__ __forceinline__ float eq_block_sum(float v, float* part) {
+    v = eq_warp_sum(v);
+    __syncthreads();  // part is free (a previous call's readers are done)
+    if ((threadIdx.x & 31u) == 0u) {
+        part[threadIdx.x >> 5] = v;
+    }
+    __syncthreads();
+    float total = 0.0f;
+    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
+        total += part[w];
+    }
+    return total;
+}
+
 // Maximum over the 32 lanes of a warp; every lane gets it.
 __device__ __forceinline__ float eq_warp_max(float v) {
 #pragma unroll

@@ -43,6 +43,37 @@ __device__ __forceinline__ void eq_mma_load_b(const float* p, eq_u32* b) {
     b[1] = eq_f32_to_bf16_rne(v.z) | (eq_f32_to_bf16_rne(v.w) << 16);
 }
 
+// The lane's weight rows (rr[m tile][row g, row g + 8]) and token rows (xr[n tile]) of
+// the CTA's tile, and zeroed accumulators. Rows and tokens past the end read the last
+// valid one and are never stored.
+template <typename Act, int NT>
+__device__ __forceinline__ void eq_mma_setup(eq_u32 (&rr)[2][2], const Act* (&xr)[NT],
+                                             float (&acc)[2][NT][4], const Act* x, eq_u32 row0,
+                                             eq_u32 t0, eq_u32 g, eq_u32 rows, eq_u32 cols,
+                                             eq_u32 tokens) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            rr[i][h] = min(row0 + 16u * i + 8u * h + g, rows - 1u);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+        xr[j] = x + (eq_u64)min(t0 + 8u * j + g, tokens - 1u) * cols;
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                acc[i][j][r] = 0.0f;
+            }
+        }
+    }
+}
+
 // Sums the warps' partial tiles in warp order (deterministic) through `red` (shared,
 // [W][8·NT][EQ_MMA_RED_STRIDE], token-major) and stores y[t, n] = sum · scale for the
 // CTA's valid rows and tokens (row-contiguous per token).

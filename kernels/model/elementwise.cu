@@ -79,24 +79,6 @@ extern "C" __global__ void eq_embed_bf16(const eq_u16* __restrict__ table,
     }
 }
 
-// Sum of v over the block (EQ_ROW_THREADS threads); every thread gets it. `part` is
-// shared scratch of one float per warp.
-__device__ __forceinline__ float eq_block_sum(float v, float* part) {
-    v = eq_warp_sum(v);
-    const eq_u32 lane = threadIdx.x & 31u;
-    const eq_u32 warp = threadIdx.x >> 5;
-    __syncthreads();  // part is free (a previous call's readers are done)
-    if (lane == 0u) {
-        part[warp] = v;
-    }
-    __syncthreads();
-    float total = 0.0f;
-    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
-        total += part[w];  // same order in every thread: one result for the block
-    }
-    return total;
-}
-
 // Zero-centred RMSNorm of row blockIdx.x: out = x · rsqrt(mean(x²) + eps) · (1 + w).
 extern "C" __global__ void __launch_bounds__(EQ_ROW_THREADS)
     eq_rms_norm_f32(const float* __restrict__ x, const float* __restrict__ w,

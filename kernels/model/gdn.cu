@@ -53,22 +53,6 @@
 #define EQ_GDN_CHAIN 0xffffffffu
 #define EQ_GDN_ROOT 0xffffffffu
 
-// Sum of v over the block (blockDim.x a multiple of 32, at most EQ_GDN_THREADS); every
-// thread gets the same value. `part` is shared scratch of EQ_GDN_THREADS / 32 floats.
-__device__ __forceinline__ float eq_gdn_block_sum(float v, float* part) {
-    v = eq_warp_sum(v);
-    __syncthreads();  // part is free
-    if ((threadIdx.x & 31u) == 0u) {
-        part[threadIdx.x >> 5] = v;
-    }
-    __syncthreads();
-    float total = 0.0f;
-    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
-        total += part[w];
-    }
-    return total;
-}
-
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
     eq_gdn_conv_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
                     const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
@@ -156,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
         for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
             ss = fmaf(row[t], row[t], ss);
         }
-        const float scale = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) + 1e-6f) * q_scale;
+        const float scale = 1.0f / sqrtf(eq_block_sum(ss, part) + 1e-6f) * q_scale;
         for (eq_u32 t = threadIdx.x; t < width; t += blockDim.x) {
             row[t] *= scale;
         }
@@ -288,7 +272,7 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
                                      !tree, os);
 
         // Gated RMSNorm over the head's dv outputs (a thread reads only the os it wrote).
-        const float inv = 1.0f / sqrtf(eq_gdn_block_sum(ss, part) / (float)dv + eps);
+        const float inv = 1.0f / sqrtf(eq_block_sum(ss, part) / (float)dv + eps);
         const float* zr = z + (t * hv + j) * dv;
         float* orow = out + (t * hv + j) * dv;
         for (eq_u32 c = threadIdx.x; c < dv; c += blockDim.x) {

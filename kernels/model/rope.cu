@@ -15,21 +15,6 @@
 #define EQ_ROPE_THREADS 128
 #define EQ_ROPE_MAX_DIM 256
 
-// Sum of v over the block; every thread gets it. `part` holds a float per warp.
-__device__ __forceinline__ float eq_rope_block_sum(float v, float* part) {
-    v = eq_warp_sum(v);
-    __syncthreads();  // part is free
-    if ((threadIdx.x & 31u) == 0u) {
-        part[threadIdx.x >> 5] = v;
-    }
-    __syncthreads();
-    float total = 0.0f;
-    for (eq_u32 w = 0; w < blockDim.x / 32u; ++w) {
-        total += part[w];
-    }
-    return total;
-}
-
 extern "C" __global__ void __launch_bounds__(EQ_ROPE_THREADS)
     eq_attn_inputs_f32(const float* __restrict__ qg, float* __restrict__ k,
                        const eq_u32* __restrict__ positions, const float* __restrict__ q_norm,
@@ -56,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(EQ_ROPE_THREADS)
         xs[i] = src[i];
         ss = fmaf(xs[i], xs[i], ss);
     }
-    const float inv = 1.0f / sqrtf(eq_rope_block_sum(ss, part) / (float)dim + eps);
+    const float inv = 1.0f / sqrtf(eq_block_sum(ss, part) / (float)dim + eps);
     for (eq_u32 i = threadIdx.x; i < dim; i += blockDim.x) {
         xs[i] = xs[i] * (inv * (1.0f + w[i]));
     }
