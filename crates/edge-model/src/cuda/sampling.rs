@@ -45,7 +45,8 @@ pub struct TopK {
     pub values: Vec<f32>,
     /// `[rows, k]` token ids; past a row's count, `u32::MAX`.
     pub ids: Vec<u32>,
-    /// Per row: `min(k, non-NaN logits)`.
+    /// Per row: `min(k, non-NaN logits)`; below `k`, the candidates are the whole row
+    /// (`edge_spec::sampling::Candidates::complete`).
     pub counts: Vec<u32>,
     /// Per row: the largest logit (0 for a row of NaN).
     pub max: Vec<f32>,
