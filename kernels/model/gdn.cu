@@ -47,13 +47,17 @@
 #define EQ_GDN_MAX_DIM 256
 #define EQ_GDN_NEGLIGIBLE 8.673617e-19f
 #define EQ_GDN_LN_NEGLIGIBLE -41.58883f
+// Both kernels launch one block per (head, span): a few dozen to a few hundred blocks, so
+// occupancy is not what limits them, and __launch_bounds__(EQ_GDN_THREADS, 1) lets ptxas
+// use the registers it needs (bounded by the thread count alone it chose 32, and
+// spilled).
 // Longest conv the kernel keeps in registers (Qwen3.5 uses 4).
 #define EQ_GDN_MAX_KERNEL 8
 // tree_of entry of a chain span; parents entry of a tree root.
 #define EQ_GDN_CHAIN 0xffffffffu
 #define EQ_GDN_ROOT 0xffffffffu
 
-extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
+extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
     eq_gdn_conv_f32(float* __restrict__ windows, const eq_u32* __restrict__ slot_of,
                     const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
                     const eq_u32* __restrict__ parents, const float* __restrict__ qkv,
@@ -192,7 +196,7 @@ __device__ __forceinline__ float eq_gdn_step(float* __restrict__ S, const float*
     return ss;
 }
 
-extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS)
+extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
     eq_gdn_recurrence_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
                           const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
                           const eq_u32* __restrict__ parents, float* __restrict__ scratch,
