@@ -4,6 +4,7 @@
 //! [`ForwardPlan`] and shared by every attention layer (the CUDA backend uploads it once).
 
 use crate::backend::ForwardPlan;
+use crate::error::dim_u32;
 use crate::{ModelError, Result};
 
 /// Which cached rows every query row of a pass attends to.
@@ -54,7 +55,7 @@ impl AttentionRows {
             let ids = span.pages.iter().map(|p| p.index());
             let pad = std::iter::repeat_n(head.index(), max_pages - span.pages.len());
             for id in ids.chain(pad) {
-                rows.table.push(to_u32("page id", id)?);
+                rows.table.push(dim_u32("attention rows", "page id", id)?);
             }
             if let Some(tree) = &span.tree
                 && (tree.slots.len() != span.len() || tree.visible.len() != span.len())
@@ -82,10 +83,11 @@ impl AttentionRows {
                 };
                 let (page, row) = plan.kv_slot(span, i);
                 let slot = page.index() * plan.block_size + row;
-                rows.span_of.push(to_u32("span", s)?);
-                rows.lens.push(to_u32("row", len)?);
+                rows.span_of.push(dim_u32("attention rows", "span", s)?);
+                rows.lens.push(dim_u32("attention rows", "row", len)?);
                 rows.masks.push(mask);
-                rows.stores.push(to_u32("cache slot", slot)?);
+                rows.stores
+                    .push(dim_u32("attention rows", "cache slot", slot)?);
             }
         }
         rows.check()?;
@@ -113,7 +115,11 @@ impl AttentionRows {
         for (s, &len) in rows.lens.iter().enumerate() {
             let r = len as usize - 1;
             let page = rows.table[s * max_pages + r / block_size] as usize;
-            rows.stores[s] = to_u32("cache slot", page * block_size + r % block_size)?;
+            rows.stores[s] = dim_u32(
+                "attention rows",
+                "cache slot",
+                page * block_size + r % block_size,
+            )?;
         }
         Ok(rows)
     }
@@ -186,11 +192,6 @@ impl AttentionRows {
         }
         Ok(())
     }
-}
-
-fn to_u32(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v)
-        .map_err(|_| ModelError::InvalidInput(format!("attention rows: {what} {v} exceeds u32")))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! it once).
 
 use crate::backend::ForwardPlan;
+use crate::error::dim_u32;
 use crate::{ModelError, Result};
 
 /// `tree_of` entry of a chain span and `parents` entry of a tree root.
@@ -46,8 +47,9 @@ impl GdnRows {
                     s.wrapping_sub(1)
                 )));
             }
-            rows.slots.push(to_u32("slot", span.slot.index())?);
-            rows.starts.push(to_u32("row", span.rows.end)?);
+            rows.slots
+                .push(dim_u32("gdn rows", "slot", span.slot.index())?);
+            rows.starts.push(dim_u32("gdn rows", "row", span.rows.end)?);
             match &span.tree {
                 None => {
                     rows.tree_of.push(NO_TREE);
@@ -78,7 +80,7 @@ impl GdnRows {
         let mut starts = vec![0u32];
         for &n in rows {
             let end = *starts.last().expect("leading 0") as usize + n;
-            starts.push(to_u32("row", end)?);
+            starts.push(dim_u32("gdn rows", "row", end)?);
         }
         let total = *starts.last().expect("leading 0") as usize;
         let gdn = GdnRows {
@@ -153,11 +155,6 @@ impl GdnRows {
         }
         Ok(())
     }
-}
-
-fn to_u32(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v)
-        .map_err(|_| ModelError::InvalidInput(format!("gdn rows: {what} {v} exceeds u32")))
 }
 
 #[cfg(test)]

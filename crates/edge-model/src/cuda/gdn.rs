@@ -262,8 +262,10 @@ pub fn gdn_recurrence(
     }
     let dims = head_dims(OP, layer.heads)?;
     // Each tree row's state along its path, one [hv, dk, dv] block per tree (not cached:
-    // allocated per call until the backend's allocator exists).
-    let mut scratch = dev.zeros::<f32>(spans.host.trees().max(1) * per_slot)?;
+    // allocated per call until the backend's allocator exists). Chain-only passes (every
+    // decode step) never read it: they get a one-value placeholder, not a state's worth.
+    let trees = spans.host.trees();
+    let mut scratch = dev.zeros::<f32>(if trees == 0 { 1 } else { trees * per_slot })?;
     let func = dev.function(&GDN, "eq_gdn_recurrence_f32")?;
     let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
     let mut launch = dev.stream().launch_builder(&func);

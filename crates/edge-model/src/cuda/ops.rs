@@ -34,11 +34,7 @@ pub(super) fn check_len(op: &str, what: &str, want: usize, got: usize) -> Result
     }
 }
 
-/// A dimension as the kernels' u32.
-pub(super) fn dim_u32(op: &str, what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v)
-        .map_err(|_| ModelError::InvalidInput(format!("{op}: {what} = {v} exceeds u32")))
-}
+pub(super) use crate::error::dim_u32;
 
 /// The launch shape of an element-wise kernel over `n` items.
 fn elementwise(n: usize) -> LaunchConfig {
