@@ -14,7 +14,7 @@ fn top(logits: &[f32], k: usize, temperature: f32) -> (Vec<u32>, Vec<f32>, bool,
     order.sort_by(|&a, &b| {
         logits[b as usize]
             .total_cmp(&logits[a as usize])
-            .then(a.cmp(&b))
+            .then_with(|| a.cmp(&b))
     });
     let complete = order.len() <= k;
     let max = order.first().map_or(0.0, |&i| logits[i as usize]);

@@ -122,6 +122,16 @@ pub struct Candidates<'a> {
     pub sum: f32,
 }
 
+/// The bits of a (non-NaN) float as a u32 that orders like the float (`total_cmp`).
+fn order_bits(v: f32) -> u32 {
+    let b = v.to_bits();
+    if b & 0x8000_0000 != 0 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
 /// How close to `top_p` a cumulative probability computed with another row's softmax
 /// sum may be before the cut counts as undecided (f32 sums over a large vocabulary in
 /// another order differ by about this much).
@@ -214,19 +224,21 @@ impl Sampler {
                 probs: vec![1.0],
             });
         }
-        let mut order: Vec<u32> = (0..logits.len() as u32)
-            .filter(|&i| !logits[i as usize].is_nan())
+        // Descending logits, ties by the lower id (as the device's top-k candidates order
+        // them), as one u64 key per token: the inverted order-preserving bits of the
+        // logit above the id, so the sort compares plain integers.
+        let mut keys: Vec<u64> = (logits.iter().enumerate())
+            .filter(|(_, l)| !l.is_nan())
+            .map(|(i, &l)| (u64::from(!order_bits(l)) << 32) | i as u64)
             .collect();
-        if order.is_empty() {
+        if keys.is_empty() {
             return Err(SpecError::InvalidRequest("every logit is NaN".into()));
         }
-        // Ties by the lower id, as the device's top-k candidates order them.
-        order.sort_unstable_by(|&a, &b| {
-            (logits[b as usize].total_cmp(&logits[a as usize])).then(a.cmp(&b))
-        });
+        keys.sort_unstable();
         if self.params.top_k > 0 {
-            order.truncate(self.params.top_k);
+            keys.truncate(self.params.top_k);
         }
+        let order: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
         let values = order.iter().map(|&i| logits[i as usize]).collect();
         Ok(self
             .shape(order, values, Tail::None)
@@ -286,10 +298,16 @@ impl Sampler {
     fn shape(&self, mut order: Vec<u32>, values: Vec<f32>, tail: Tail) -> Option<Distribution> {
         let max = values[0];
         let t = self.params.temperature;
-        // `l == max` keeps a +inf (or all -inf) maximum finite: exp(0) = 1.
-        let mut probs: Vec<f32> = (values.iter())
-            .map(|&l| if l == max { 1.0 } else { ((l - max) / t).exp() })
-            .collect();
+        // The logits become the probabilities in place (no second vocabulary-sized
+        // buffer). `l == max` keeps a +inf (or all -inf) maximum finite: exp(0) = 1.
+        let mut probs = values;
+        for p in &mut probs {
+            *p = if *p == max {
+                1.0
+            } else {
+                ((*p - max) / t).exp()
+            };
+        }
         let total: f32 = match tail {
             Tail::None => probs.iter().sum(),
             Tail::Sum(sum) => sum,

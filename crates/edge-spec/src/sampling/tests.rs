@@ -119,7 +119,7 @@ fn legacy_sample(s: &mut Sampler, logits: &[f32]) -> u32 {
     }
     let mut order: Vec<u32> = (0..logits.len() as u32).collect();
     order.sort_unstable_by(|&a, &b| {
-        (logits[b as usize].total_cmp(&logits[a as usize])).then(a.cmp(&b))
+        (logits[b as usize].total_cmp(&logits[a as usize])).then_with(|| a.cmp(&b))
     });
     if p.top_k > 0 {
         order.truncate(p.top_k);
