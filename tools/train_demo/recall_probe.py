@@ -11,8 +11,9 @@ each a few minutes on 2 cores:
 
 Prints loss and accuracy every 50 steps. Usage:
   recall_probe.py {copy,recall} [--arch qwen35|llama|gpt] [--steps 300] [--lr 1e-3]
-                  [--layers 8] [--interval 4] [--hidden 256] [--rope-theta 1e7]
-                  [--rotary 0.25] [--init-std 0.02] [--no-qk-norm] [--seed 0]
+                  [--layers 8] [--interval 4] [--hidden 256] [--intermediate 3×hidden]
+                  [--rope-theta 1e7] [--rotary 0.25] [--init-std 0.02] [--no-qk-norm]
+                  [--vocab 64] [--seed 0]
 --arch qwen35 (the default) is the recipe's model (demo_model.text_config) with the
 overrides given; llama is transformers' Llama of the same widths; gpt is a plain GPT for
 comparison. --interval is the full-attention interval of the layer pattern (4: the
@@ -31,11 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo_model import text_config  # noqa: E402
 from transformers import Qwen3_5ForCausalLM  # noqa: E402
 
-VOCAB, PAIRS, QUERIES, BATCH, COPY_LEN = 64, 8, 4, 64, 8
+TASK_IDS, PAIRS, QUERIES, BATCH, COPY_LEN = 64, 8, 4, 64, 8
 
 
 def copy_batch():
-    x = torch.randint(3, VOCAB, (BATCH, COPY_LEN))
+    x = torch.randint(3, TASK_IDS, (BATCH, COPY_LEN))
     ids = torch.cat([torch.full((BATCH, 1), 1), x, torch.full((BATCH, 1), 2), x], 1)
     # Logits at positions COPY_LEN+1 .. 2·COPY_LEN predict the copy.
     return ids, slice(COPY_LEN + 1, 2 * COPY_LEN + 1), x
@@ -43,7 +44,7 @@ def copy_batch():
 
 def recall_batch():
     keys = torch.stack([torch.randperm(28)[:PAIRS] + 4 for _ in range(BATCH)])  # 4..31
-    vals = torch.randint(32, VOCAB, (BATCH, PAIRS))  # 32..63
+    vals = torch.randint(32, TASK_IDS, (BATCH, PAIRS))  # 32..63
     pairs = torch.stack([keys, vals], 2).reshape(BATCH, 2 * PAIRS)
     pick = torch.stack([torch.randperm(PAIRS)[:QUERIES] for _ in range(BATCH)])
     qk, qv = keys.gather(1, pick), vals.gather(1, pick)
@@ -57,16 +58,16 @@ class Gpt(torch.nn.Module):
     """A plain GPT for comparison: learned absolute positions, pre-LayerNorm blocks with
     biases, a GELU MLP, PyTorch's default init, 4 heads."""
 
-    def __init__(self, layers, hidden, positions=64):
+    def __init__(self, layers, hidden, vocab, positions=64):
         super().__init__()
         nn = torch.nn
-        self.emb, self.pos = nn.Embedding(VOCAB, hidden), nn.Embedding(positions, hidden)
+        self.emb, self.pos = nn.Embedding(vocab, hidden), nn.Embedding(positions, hidden)
         self.blocks = nn.ModuleList([nn.ModuleDict({
             "ln1": nn.LayerNorm(hidden), "qkv": nn.Linear(hidden, 3 * hidden), "o": nn.Linear(hidden, hidden),
             "ln2": nn.LayerNorm(hidden),
             "mlp": nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden)),
         }) for _ in range(layers)])
-        self.ln, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, VOCAB)
+        self.ln, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, vocab)
 
     def forward(self, ids):
         b, t = ids.shape
@@ -82,16 +83,17 @@ class Gpt(torch.nn.Module):
 def build(args):
     """The probed model and its ids -> logits function."""
     if args.arch == "gpt":
-        m = Gpt(args.layers, args.hidden)
+        m = Gpt(args.layers, args.hidden, args.vocab)
         return m, m
     if args.arch == "llama":
         from transformers import LlamaConfig, LlamaForCausalLM
-        cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=args.hidden, intermediate_size=3 * args.hidden,
+        cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=3 * args.hidden,
                           num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                           rope_theta=args.rope_theta, max_position_embeddings=64, initializer_range=args.init_std)
         m = LlamaForCausalLM(cfg)
         return m, lambda ids: m(input_ids=ids).logits
-    cfg = text_config(VOCAB, hidden=args.hidden, intermediate=3 * args.hidden, layers=8, rope_theta=args.rope_theta)
+    cfg = text_config(args.vocab, hidden=args.hidden, intermediate=args.intermediate or 3 * args.hidden, layers=8,
+                      rope_theta=args.rope_theta)
     cfg.num_hidden_layers = args.layers
     rot_half = int(64 * args.rotary) // 2  # head_dim 64
     cfg.rope_parameters["partial_rotary_factor"] = args.rotary
@@ -117,10 +119,13 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--interval", type=int, default=4)
     ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--intermediate", type=int, default=None, help="FFN width (default: 3 × hidden)")
     ap.add_argument("--rope-theta", type=float, default=1e7, help="RoPE base (the recipe: 1e7, Qwen3.5's)")
     ap.add_argument("--rotary", type=float, default=0.25, help="partial rotary factor (the recipe: 0.25)")
     ap.add_argument("--init-std", type=float, default=0.02, help="initializer_range (the recipe: 0.02)")
     ap.add_argument("--no-qk-norm", action="store_true", help="diagnostic: q/k norms replaced by identity")
+    ap.add_argument("--vocab", type=int, default=TASK_IDS,
+                    help="embedding/softmax rows (the task's ids stay below 64; the recipe: 4096)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -137,7 +142,7 @@ def main():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = forward(ids).float()
         pred = logits[:, at]
-        loss = F.cross_entropy(pred.reshape(-1, VOCAB), want.reshape(-1))
+        loss = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), want.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()

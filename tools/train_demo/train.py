@@ -10,7 +10,12 @@ token t+1 -> token t+2). Token weights: 1 on assistant turns after the last user
 Writes to --out: model.safetensors (release layout, bf16; A_log and the GDN gated-norm
 weight in f32 like Qwen3.5), config.json (VL wrapper), generation_config.json, the
 tokenizer files (copied from --tokenizer when --out differs) and training_log.csv
-(step, loss, mtp_loss, elapsed_s, ...; loss/mtp_loss = mean CE over assistant tokens).
+(step, loss, mtp_loss, elapsed_s, ...; loss/mtp_loss = mean CE over assistant tokens;
+induction_acc = greedy accuracy on a fresh synthetic recall/copy batch, induction.py: the
+model's in-context lookup, which copying tool names needs).
+
+Opt-in: --induction-steps N --induction-every K start on synthetic recall batches and keep
+mixing them in (induction.py; README.md, Status, has what they did).
 
 Full run (see README.md):
   train.py --corpus WORK/corpus --tokenizer models/demo --out models/demo
@@ -41,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from chatfmt import ENDOFTEXT, IM_END, render  # noqa: E402
 from demo_model import DemoModel, load_release, save_release, text_config  # noqa: E402
+from induction import induction_accuracy, induction_batch, pool_size  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
@@ -230,6 +236,13 @@ def main():
     ap.add_argument("--time-budget-min", type=float, default=52.0,
                     help="wall-time budget of the training loop: the LR schedule follows max(step/steps, elapsed/budget) "
                          "and training stops when either reaches 1, so the cosine decay always completes (0: steps only)")
+    ap.add_argument("--induction-steps", type=int, default=0,
+                    help="opt-in: at most this many first steps on synthetic recall batches only "
+                         "(induction.py); the phase ends earlier once recall accuracy reaches --induction-target")
+    ap.add_argument("--induction-target", type=float, default=0.9)
+    ap.add_argument("--induction-every", type=int, default=0,
+                    help="opt-in: after those, every Nth step is an induction batch (0: none)")
+    ap.add_argument("--induction-batch", type=int, default=64, help="rows per induction batch")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     ap.add_argument("--init-from", default=None,
@@ -265,6 +278,7 @@ def main():
         if args.steps == ap.get_default("steps"):
             args.steps = 6
         args.warmup = min(args.warmup, 2)
+        args.induction_steps = min(args.induction_steps, 2)
         args.log_every = 1
         args.limit = args.limit or 1500
         print(f"[smoke] temp dir {tmp}")
@@ -320,8 +334,14 @@ def main():
     log_path = os.path.join(args.out, "training_log.csv")
     logf = open(log_path, "w", newline="")
     log = csv.writer(logf)
-    log.writerow(["step", "loss", "mtp_loss", "elapsed_s", "objective", "lr", "tokens", "epoch", "step_s", "cpu_s"])
+    log.writerow(["step", "loss", "mtp_loss", "elapsed_s", "objective", "lr", "tokens", "epoch", "step_s", "cpu_s",
+                  "induction_acc"])
     stream = batches(data, args.tokens_per_step, eot, args.seed)
+    induction_gen = torch.Generator().manual_seed(args.seed + 11)
+    probe_gen = torch.Generator().manual_seed(args.seed + 13)
+    bpe_vocab = min(tok.token_to_id(t) for t in (IM_END, ENDOFTEXT))  # the added tokens come last
+    epoch = 0
+    first_end = None  # the step the first (recall-only) phase ended
     model.train()
     t_train = time.time()
     c_train = time.process_time()
@@ -334,12 +354,22 @@ def main():
         lr = lr_at(step, ts - t_train)
         for g in opt.param_groups:
             g["lr"] = lr
-        epoch, ids, w = next(stream)
+        if first_end is None and step >= args.induction_steps:
+            first_end = step
+        after = None if first_end is None else step - first_end
+        if after is None or (args.induction_every and step % args.induction_every == 0):
+            pool = pool_size(after, bpe_vocab)
+            ids, w = induction_batch(induction_gen, args.induction_batch, pool, bpe_vocab, eot)
+        else:
+            epoch, ids, w = next(stream)
         obj_main, obj_mtp, a_main, a_mtp = losses(model, ids, w, autocast, loss_gen)
-        obj = obj_main + args.mtp_weight * obj_mtp
+        # The first phase trains the lookup alone: no MTP loss and no clipping, as in
+        # recall_probe.py, where it formed within about 100 steps.
+        obj = obj_main + (args.mtp_weight if after is not None else 0.0) * obj_mtp
         opt.zero_grad(set_to_none=True)
         obj.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if after is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         seen += ids.numel()
         dt = time.time() - ts
@@ -352,11 +382,15 @@ def main():
         if (step + 1) % args.log_every == 0 or step == args.steps - 1 or stop:
             n = acc["n"]
             el = time.time() - t_train
+            ind = induction_accuracy(model, probe_gen, pool_size(after, bpe_vocab), bpe_vocab, eot)
+            if first_end is None and ind >= args.induction_target:
+                first_end = step + 1
+                print(f"recall accuracy {ind:.2f} after {step + 1} steps: corpus batches from here", flush=True)
             log.writerow([step + 1, f"{acc['l'] / n:.4f}", f"{acc['m'] / n:.4f}", f"{el:.1f}", f"{acc['o'] / n:.4f}",
-                          f"{lr:.2e}", seen, epoch, f"{dt:.2f}", f"{time.process_time() - c_train:.1f}"])
+                          f"{lr:.2e}", seen, epoch, f"{dt:.2f}", f"{time.process_time() - c_train:.1f}", f"{ind:.3f}"])
             logf.flush()
             print(f"step {step + 1}/{args.steps} loss {acc['l'] / n:.3f} mtp {acc['m'] / n:.3f} lr {lr:.2e} "
-                  f"batch {tuple(ids.shape)} {dt:.1f}s/step elapsed {el / 60:.1f}min", flush=True)
+                  f"batch {tuple(ids.shape)} {dt:.1f}s/step elapsed {el / 60:.1f}min induction {ind:.2f}", flush=True)
             acc = {"l": 0.0, "m": 0.0, "o": 0.0, "n": 0}
         if stop:
             if step + 1 < args.steps:
