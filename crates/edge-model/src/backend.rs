@@ -10,7 +10,7 @@
 use crate::Result;
 use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
-use edge_kvcache::{BlockId, CacheMemory, SlotId};
+use edge_kvcache::{BlockId, CacheConfig, CacheMemory, CacheSpec, SlotId};
 use std::fmt::Debug;
 use std::ops::Range;
 
@@ -199,6 +199,11 @@ pub trait Backend: Sized + Send {
     type Embedding: Debug + Send + Sync;
     /// Where the cache lives.
     type Memory: CacheMemory;
+
+    /// Empty cache memory on this backend's device for `spec`, serving a cache
+    /// configured by `config` (a device memory may size its pools from
+    /// `config.budget_bytes`); give it to [`edge_kvcache::PagedCache::with_memory`].
+    fn cache_memory(&mut self, spec: &CacheSpec, config: &CacheConfig) -> Result<Self::Memory>;
 
     /// Runs one forward pass of `tokens` rows (the CPU backend puts it on its worker
     /// threads; a GPU backend would capture or launch it on its stream).

@@ -30,11 +30,11 @@ impl<'m, B: Backend> Session<'m, B> {
     /// A session on `backend`.
     pub fn with_backend(
         model: &'m Qwen35Model<B>,
-        backend: B,
+        mut backend: B,
         config: CacheConfig,
     ) -> Result<Self> {
-        let spec = model.cache_spec(&config);
-        let mut cache = PagedCache::new(spec, config)?;
+        let memory = backend.cache_memory(&model.cache_spec(&config), &config)?;
+        let mut cache = PagedCache::with_memory(memory, config)?;
         let seq = cache.new_sequence(0)?;
         Ok(Session {
             model,

@@ -7,7 +7,7 @@ mod snapshots;
 pub use config::{CacheConfig, CacheStats, CacheUsage};
 pub use snapshots::{PrefixCandidate, PrefixHit, SnapshotData};
 
-use crate::memory::CacheMemory;
+use crate::memory::{CacheMemory, HostMemory};
 use crate::pool::{PagePool, SlotPool};
 use crate::prefix::RadixTree;
 use crate::{BlockId, CacheSpec, KvCacheError, Result, SeqId, SequenceCache, SequenceView, SlotId};
@@ -57,11 +57,23 @@ pub struct PagedCache<M: CacheMemory> {
     stats: CacheStats,
 }
 
-impl<M: CacheMemory> PagedCache<M> {
-    /// An empty cache for a model whose layers `spec` describes. The spec's page size
-    /// and element type must be `config`'s (a model's `cache_spec(&config)` gives such a
-    /// spec); a mismatch is a [`KvCacheError::Config`] error.
+impl PagedCache<HostMemory> {
+    /// An empty cache in host memory for a model whose layers `spec` describes. The
+    /// spec's page size and element type must be `config`'s (a model's
+    /// `cache_spec(&config)` gives such a spec); a mismatch is a
+    /// [`KvCacheError::Config`] error.
     pub fn new(spec: CacheSpec, config: CacheConfig) -> Result<Self> {
+        Self::with_memory(HostMemory::new(&spec)?, config)
+    }
+}
+
+impl<M: CacheMemory> PagedCache<M> {
+    /// An empty cache over `memory` (built by its device for the model's spec), with
+    /// `config`'s budget and page layout; a spec whose page size or element type is
+    /// not `config`'s, or a budget below one block and one state slot, is a
+    /// [`KvCacheError::Config`] error.
+    pub fn with_memory(memory: M, config: CacheConfig) -> Result<Self> {
+        let spec = memory.spec().clone();
         if (spec.block_size, spec.kv_dtype) != (config.block_size, config.kv_dtype) {
             return Err(KvCacheError::Config(format!(
                 "the spec describes {}-token {} pages, the configuration {}-token {} pages",
@@ -77,7 +89,7 @@ impl<M: CacheMemory> PagedCache<M> {
             )));
         }
         Ok(PagedCache {
-            memory: M::new(&spec)?,
+            memory,
             spec,
             config,
             pages: PagePool::default(),

@@ -322,12 +322,10 @@ pub struct HostMemory {
     recurrent: Vec<HostRecurrent>,
 }
 
-impl CacheMemory for HostMemory {
-    type Kv = HostKv;
-    type Recurrent = HostRecurrent;
-    type State = HostState;
-
-    fn new(spec: &CacheSpec) -> Result<Self> {
+impl HostMemory {
+    /// Empty host storage for `spec` (nothing allocated yet); a spec that does not
+    /// describe a usable cache is a [`crate::KvCacheError::Config`] error.
+    pub fn new(spec: &CacheSpec) -> Result<Self> {
         spec.validate()?;
         Ok(HostMemory {
             spec: spec.clone(),
@@ -343,6 +341,12 @@ impl CacheMemory for HostMemory {
                 .collect(),
         })
     }
+}
+
+impl CacheMemory for HostMemory {
+    type Kv = HostKv;
+    type Recurrent = HostRecurrent;
+    type State = HostState;
 
     fn spec(&self) -> &CacheSpec {
         &self.spec

@@ -7,12 +7,16 @@ mod host;
 
 pub use host::{HostKv, HostMemory, HostRecurrent, HostState, KvRun, decode_run};
 
-use crate::{BlockId, CacheSpec, Result, SlotId};
+use crate::{BlockId, CacheSpec, SlotId};
 
 /// Storage of KV pages and recurrent-state slots on one device.
 ///
 /// Page and slot ids are dense indices chosen by the cache; storage for an id exists
 /// between [`CacheMemory::materialize_page`] (or `_slot`) and the matching `drop_*`.
+///
+/// The trait has no constructor: a device memory needs its device (and may size its
+/// pools from the cache budget), so whoever owns the device builds it, and
+/// [`crate::PagedCache::with_memory`] takes it. [`HostMemory::new`] builds host memory.
 pub trait CacheMemory: Send + Sized + std::fmt::Debug {
     /// One attention layer's pages (keys and values).
     type Kv: Send + Sync + std::fmt::Debug;
@@ -20,9 +24,6 @@ pub trait CacheMemory: Send + Sized + std::fmt::Debug {
     type Recurrent: Send + std::fmt::Debug;
     /// A saved copy of one slot's state in every recurrent layer (a snapshot).
     type State: Send + std::fmt::Debug;
-
-    /// Empty storage for `spec` (nothing allocated yet).
-    fn new(spec: &CacheSpec) -> Result<Self>;
 
     /// The spec it was made for.
     fn spec(&self) -> &CacheSpec;

@@ -42,8 +42,8 @@ use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
 use crate::weights::Embedding;
 use edge_core::par;
-use edge_kvcache::HostMemory;
 use edge_kvcache::memory::{HostKv, HostRecurrent};
+use edge_kvcache::{CacheConfig, CacheSpec, HostMemory};
 use edge_quant::linear::Linear;
 
 /// The CPU backend. It owns the pool of work buffers its passes reuse ([`Scratch`]):
@@ -105,6 +105,10 @@ impl Backend for Cpu {
     type Vector = Vec<f32>;
     type Embedding = Embedding;
     type Memory = HostMemory;
+
+    fn cache_memory(&mut self, spec: &CacheSpec, _config: &CacheConfig) -> Result<HostMemory> {
+        Ok(HostMemory::new(spec)?)
+    }
 
     fn pass<R: Send>(&mut self, tokens: usize, f: impl FnOnce(&mut Self) -> R + Send) -> R {
         on_worker(tokens, || f(self))

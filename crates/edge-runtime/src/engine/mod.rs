@@ -126,7 +126,7 @@ impl<B: Backend> Engine<B> {
     /// budget too small for one block).
     pub fn with_backend(
         model: Arc<Qwen35Model<B>>,
-        backend: B,
+        mut backend: B,
         config: EngineConfig,
     ) -> Result<Self> {
         if config.prefill_chunk == 0 || config.max_sequences == 0 {
@@ -142,8 +142,8 @@ impl<B: Backend> Engine<B> {
             }
             spec.validate()?;
         }
-        let spec = model.cache_spec(&config.cache);
-        let cache = PagedCache::new(spec, config.cache)?;
+        let memory = backend.cache_memory(&model.cache_spec(&config.cache), &config.cache)?;
+        let cache = PagedCache::with_memory(memory, config.cache)?;
         Ok(Engine {
             model,
             backend,
