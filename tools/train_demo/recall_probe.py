@@ -13,7 +13,7 @@ Prints loss and accuracy every 50 steps. Usage:
   recall_probe.py {copy,recall} [--arch qwen35|llama|gpt] [--steps 300] [--lr 1e-3]
                   [--layers 8] [--interval 4] [--hidden 256] [--intermediate 3×hidden]
                   [--rope-theta 1e7] [--rotary 0.25] [--init-std 0.02] [--no-qk-norm]
-                  [--vocab 64] [--seed 0]
+                  [--vocab 64] [--spread] [--seed 0]
 --arch qwen35 (the default) is the recipe's model (demo_model.text_config) with the
 overrides given; llama is transformers' Llama of the same widths; gpt is a plain GPT for
 comparison. --interval is the full-attention interval of the layer pattern (4: the
@@ -126,6 +126,8 @@ def main():
     ap.add_argument("--no-qk-norm", action="store_true", help="diagnostic: q/k norms replaced by identity")
     ap.add_argument("--vocab", type=int, default=TASK_IDS,
                     help="embedding/softmax rows (the task's ids stay below 64; the recipe: 4096)")
+    ap.add_argument("--spread", action="store_true",
+                    help="each batch's task ids shifted to a random run of the --vocab ids")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -139,6 +141,12 @@ def main():
         for g in opt.param_groups:
             g["lr"] = args.lr * min(1.0, step / 30)
         ids, at, want = make()
+        if args.spread:
+            # The same task on a random run of TASK_IDS ids anywhere in the vocabulary
+            # (the separators 1 and 2 stay), so no fixed ids can be learnt.
+            shift = int(torch.randint(0, args.vocab - TASK_IDS + 1, (1,)))
+            ids = torch.where(ids > 2, ids + shift, ids)
+            want = want + shift
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = forward(ids).float()
         pred = logits[:, at]
