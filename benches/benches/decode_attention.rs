@@ -40,7 +40,7 @@ fn decode_attention(c: &mut Criterion) {
             (seed >> 9) as f32 / (1 << 23) as f32 - 0.5
         };
         for &p in &pages {
-            mem.materialize_page(p);
+            mem.materialize_page(p).unwrap();
             for r in 0..BLOCK {
                 let k: Vec<f32> = (0..KV_HEADS * D).map(|_| next()).collect();
                 let v: Vec<f32> = (0..KV_HEADS * D).map(|_| next()).collect();

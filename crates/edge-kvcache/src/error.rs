@@ -37,6 +37,11 @@ pub enum KvCacheError {
     /// A snapshot or hit handle that does not belong to this cache (or was evicted).
     #[error("prefix entry {0} is not in the index")]
     UnknownEntry(u64),
+    /// The device memory failed an allocation or a copy. The operation changed none
+    /// of the cache's bookkeeping (a failed state restore leaves that slot's state
+    /// unspecified: restore again or release the sequence).
+    #[error("cache memory: {0}")]
+    Memory(String),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),

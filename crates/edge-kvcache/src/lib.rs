@@ -58,7 +58,9 @@ pub trait SequenceCache {
 
     /// Makes rows `rows` of `seq` writable: pages are added past its end, and shared
     /// pages the rows fall in are copied first (copy-on-write). `rows.start` may be
-    /// at most the rows its pages hold.
+    /// at most the rows its pages hold. On an error (the budget, or the memory) the
+    /// pages prepared before it stay with the sequence; its rows and length do not
+    /// change.
     fn prepare_rows(&mut self, seq: SeqId, rows: Range<usize>) -> Result<()>;
 
     /// Sets the committed length of `seq` (at most the rows its pages hold).

@@ -52,6 +52,14 @@ impl PagePool {
         p
     }
 
+    /// Undoes [`PagePool::take_bare`] when the page could not be given storage.
+    pub fn give_bare(&mut self, page: BlockId) {
+        debug_assert_eq!(self.refs[page.index()], 1, "a page just taken bare");
+        self.refs[page.index()] = 0;
+        self.in_use -= 1;
+        self.free_bare.push(page);
+    }
+
     /// A free page with storage, moved to the bare list: the caller drops its
     /// storage.
     pub fn strip_free(&mut self) -> Option<BlockId> {
@@ -98,6 +106,11 @@ impl SlotPool {
             self.next += 1;
             SlotId::new(self.next - 1)
         })
+    }
+
+    /// Undoes [`SlotPool::take_bare`] when the slot could not be given storage.
+    pub fn give_bare(&mut self, slot: SlotId) {
+        self.free_bare.push(slot);
     }
 
     /// Returns a slot, keeping its storage.

@@ -188,7 +188,10 @@ impl<M: CacheMemory> PagedCache<M> {
         }
         let slot = match self.slots.take_materialized() {
             Some(slot) => {
-                self.memory.clear_state(slot);
+                if let Err(e) = self.memory.clear_state(slot) {
+                    self.slots.give(slot);
+                    return Err(e);
+                }
                 slot
             }
             None => {
@@ -197,7 +200,10 @@ impl<M: CacheMemory> PagedCache<M> {
                     return Err(self.over_budget(state));
                 }
                 let slot = self.slots.take_bare();
-                self.memory.materialize_slot(slot);
+                if let Err(e) = self.memory.materialize_slot(slot) {
+                    self.slots.give_bare(slot);
+                    return Err(e);
+                }
                 slot
             }
         };
@@ -253,24 +259,26 @@ impl<M: CacheMemory> PagedCache<M> {
         let s = self.seq(seq)?;
         Ok(SavedState {
             len: s.len,
-            state: self.memory.save_state(s.slot),
+            state: self.memory.save_state(s.slot)?,
         })
     }
 
     /// Returns a sequence to a state saved from it earlier: its length and recurrent
     /// state (rows written past the length stay in their pages, to be overwritten).
+    /// When the memory fails the copy, the length is unchanged and the slot's state is
+    /// unspecified.
     pub fn restore_state(&mut self, seq: SeqId, saved: &SavedState<M::State>) -> Result<()> {
         let block = self.spec.block_size;
-        let s = self.seq_mut(seq)?;
+        let s = self.seq(seq)?;
         if saved.len > s.pages.len() * block {
             return Err(KvCacheError::Rows {
                 seq,
                 reason: format!("saved length {} is past the sequence's pages", saved.len),
             });
         }
-        s.len = saved.len;
         let slot = s.slot;
-        self.memory.load_state(slot, &saved.state);
+        self.memory.load_state(slot, &saved.state)?;
+        self.seq_mut(seq)?.len = saved.len;
         Ok(())
     }
 
@@ -287,7 +295,10 @@ impl<M: CacheMemory> PagedCache<M> {
             let bb = self.spec.block_bytes();
             if self.used() + bb <= self.config.budget_bytes {
                 let p = self.pages.take_bare();
-                self.memory.materialize_page(p);
+                if let Err(e) = self.memory.materialize_page(p) {
+                    self.pages.give_bare(p);
+                    return Err(e);
+                }
                 return Ok(p);
             }
             if let Some(s) = self.slots.strip_free() {
@@ -401,7 +412,10 @@ impl<M: CacheMemory> SequenceCache for PagedCache<M> {
                 let keep = rows.start.saturating_sub(b * block).min(block);
                 let len = self.seq(seq)?.len;
                 let valid = len.saturating_sub(b * block).min(block);
-                self.memory.copy_rows(page, fresh, keep.max(valid));
+                if let Err(e) = self.memory.copy_rows(page, fresh, keep.max(valid)) {
+                    self.unref_page(fresh);
+                    return Err(e);
+                }
                 self.unref_page(page);
                 self.seq_mut(seq)?.pages[b] = fresh;
                 self.stats.copy_on_write += 1;

@@ -88,7 +88,9 @@ impl<M: CacheMemory> PagedCache<M> {
     /// shared page first. A snapshot already at `tokens` is replaced.
     ///
     /// Returns false (storing nothing) when prefix caching is off, or when the budget
-    /// has no room even after evicting older snapshots.
+    /// has no room even after evicting older snapshots. If the memory fails the state
+    /// copy ([`KvCacheError::Memory`]), nothing is stored and a snapshot it was to
+    /// replace is gone.
     pub fn insert_snapshot(
         &mut self,
         seq: SeqId,
@@ -125,7 +127,13 @@ impl<M: CacheMemory> PagedCache<M> {
         let node = self.tree.insert(tokens);
         let s = self.seq(seq)?;
         let pages = s.pages[..self.spec.blocks_for(tokens.len())].to_vec();
-        let state = self.memory.save_state(s.slot);
+        let state = match self.memory.save_state(s.slot) {
+            Ok(state) => state,
+            Err(e) => {
+                self.tree.remove_entry(node);
+                return Err(e);
+            }
+        };
         for &p in &pages {
             self.pages.add_ref(p);
         }
@@ -188,7 +196,9 @@ impl<M: CacheMemory> PagedCache<M> {
 
     /// Makes an empty sequence resume from a snapshot: it shares the snapshot's pages,
     /// its state slot gets the snapshot's state, and its length becomes the
-    /// snapshot's. Returns the snapshot's data.
+    /// snapshot's. Returns the snapshot's data. If the memory fails the state copy
+    /// ([`KvCacheError::Memory`]), the sequence stays empty (its slot's state
+    /// unspecified) and the snapshot stays cached.
     pub fn restore(&mut self, seq: SeqId, hit: PrefixHit) -> Result<SnapshotData> {
         let s = self.seq(seq)?;
         if s.len != 0 || !s.pages.is_empty() {
@@ -199,12 +209,12 @@ impl<M: CacheMemory> PagedCache<M> {
         }
         let slot = s.slot;
         let e = (self.entries.get_mut(&hit.entry)).ok_or(KvCacheError::UnknownEntry(hit.entry))?;
+        self.memory.load_state(slot, &e.state)?;
         self.lru.remove(&(e.tick, hit.entry));
         self.tick += 1;
         e.tick = self.tick;
         self.lru.insert((self.tick, hit.entry));
         let (pages, len, data) = (e.pages.clone(), e.len, e.data.clone());
-        self.memory.load_state(slot, &e.state);
         for &p in &pages {
             self.pages.add_ref(p);
         }

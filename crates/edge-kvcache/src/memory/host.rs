@@ -352,11 +352,12 @@ impl CacheMemory for HostMemory {
         &self.spec
     }
 
-    fn materialize_page(&mut self, page: BlockId) {
+    fn materialize_page(&mut self, page: BlockId) -> Result<()> {
         for kv in &mut self.kv {
             each_arena!(&mut kv.keys, p => p.materialize(page.index()));
             each_arena!(&mut kv.values, p => p.materialize(page.index()));
         }
+        Ok(())
     }
 
     fn drop_page(&mut self, page: BlockId) {
@@ -366,7 +367,7 @@ impl CacheMemory for HostMemory {
         }
     }
 
-    fn materialize_slot(&mut self, slot: SlotId) {
+    fn materialize_slot(&mut self, slot: SlotId) -> Result<()> {
         let i = slot.index();
         for r in &mut self.recurrent {
             if r.conv.len() <= i {
@@ -376,6 +377,7 @@ impl CacheMemory for HostMemory {
             r.conv[i] = Some(vec![0.0; r.spec.conv].into_boxed_slice());
             r.state[i] = Some(vec![0.0; r.spec.state].into_boxed_slice());
         }
+        Ok(())
     }
 
     fn drop_slot(&mut self, slot: SlotId) {
@@ -387,7 +389,7 @@ impl CacheMemory for HostMemory {
         }
     }
 
-    fn copy_rows(&mut self, from: BlockId, to: BlockId, rows: usize) {
+    fn copy_rows(&mut self, from: BlockId, to: BlockId, rows: usize) -> Result<()> {
         let block = self.spec.block_size;
         for kv in &mut self.kv {
             let (heads, d) = (kv.spec.kv_heads, kv.spec.head_dim);
@@ -395,9 +397,10 @@ impl CacheMemory for HostMemory {
             each_arena!(&mut kv.keys, p => p.copy_prefix(f, t, heads, block * d, rows * d));
             each_arena!(&mut kv.values, p => p.copy_prefix(f, t, heads, block * d, rows * d));
         }
+        Ok(())
     }
 
-    fn clear_state(&mut self, slot: SlotId) {
+    fn clear_state(&mut self, slot: SlotId) -> Result<()> {
         for r in &mut self.recurrent {
             for part in [&mut r.conv, &mut r.state] {
                 if let Some(Some(x)) = part.get_mut(slot.index()) {
@@ -405,24 +408,26 @@ impl CacheMemory for HostMemory {
                 }
             }
         }
+        Ok(())
     }
 
-    fn save_state(&self, slot: SlotId) -> HostState {
+    fn save_state(&self, slot: SlotId) -> Result<HostState> {
         let i = slot.index();
         let get = |v: &Vec<Option<Box<[f32]>>>| v[i].clone().expect("a live slot");
-        HostState {
+        Ok(HostState {
             layers: (self.recurrent.iter())
                 .map(|r| (get(&r.conv), get(&r.state)))
                 .collect(),
-        }
+        })
     }
 
-    fn load_state(&mut self, slot: SlotId, state: &HostState) {
+    fn load_state(&mut self, slot: SlotId, state: &HostState) -> Result<()> {
         let i = slot.index();
         for (r, (c, s)) in self.recurrent.iter_mut().zip(&state.layers) {
             r.conv[i].as_mut().expect("a live slot").copy_from_slice(c);
             r.state[i].as_mut().expect("a live slot").copy_from_slice(s);
         }
+        Ok(())
     }
 
     fn kv(&self, layer: usize) -> &HostKv {
@@ -474,8 +479,8 @@ mod tests {
         for dtype in [KvDType::F32, KvDType::Bf16, KvDType::Fp8E4M3] {
             let mut m = HostMemory::new(&spec(dtype)).unwrap();
             let (p, q) = (BlockId::new(0), BlockId::new(3));
-            m.materialize_page(p);
-            m.materialize_page(q);
+            m.materialize_page(p).unwrap();
+            m.materialize_page(q).unwrap();
             m.kv_mut(0).write_row(p, 1, &k, &v);
             m.kv_mut(0).write_row(p, 2, &v, &k);
             let kv = m.kv(0);
@@ -492,7 +497,7 @@ mod tests {
                 assert_eq!(got, want, "{dtype:?} head {h}");
             }
             // Copy-on-write of the first two rows: row 1 comes along, row 2 does not.
-            m.copy_rows(p, q, 2);
+            m.copy_rows(p, q, 2).unwrap();
             let kv = m.kv(0);
             assert_eq!(
                 decoded(kv.values(q, 1, 0..2), 2.0),
@@ -506,19 +511,19 @@ mod tests {
     fn slots_save_load_and_clear() {
         let mut m = HostMemory::new(&spec(KvDType::F32)).unwrap();
         let (a, b) = (SlotId::new(0), SlotId::new(2));
-        m.materialize_slot(a);
-        m.materialize_slot(b);
+        m.materialize_slot(a).unwrap();
+        m.materialize_slot(b).unwrap();
         {
             let mut parts = m.recurrent_mut(0).slots_mut(&[b, a]);
             parts[0].0.copy_from_slice(&[1.0, 2.0]);
             parts[1].1.copy_from_slice(&[3.0, 4.0, 5.0]);
         }
-        let saved = m.save_state(b);
+        let saved = m.save_state(b).unwrap();
         assert_eq!(saved.layer(0), (&[1.0, 2.0][..], &[0.0; 3][..]));
         assert_eq!(saved.bytes(), 20);
-        m.load_state(a, &saved);
-        assert_eq!(m.save_state(a), saved);
-        m.clear_state(b);
-        assert_eq!(m.save_state(b).layer(0).0, &[0.0, 0.0]);
+        m.load_state(a, &saved).unwrap();
+        assert_eq!(m.save_state(a).unwrap(), saved);
+        m.clear_state(b).unwrap();
+        assert_eq!(m.save_state(b).unwrap().layer(0).0, &[0.0, 0.0]);
     }
 }

@@ -405,7 +405,7 @@ mod tests {
                     .map(|i| BlockId::new(2 * i + 1))
                     .collect();
                 for &p in &pages {
-                    mem.materialize_page(p);
+                    mem.materialize_page(p).unwrap();
                 }
                 for s in 0..rows {
                     let k: Vec<f32> = (0..2 * d)
@@ -418,7 +418,7 @@ mod tests {
                 }
                 // A NaN key makes every output NaN, as the exact decode gives.
                 let mut nan_mem = HostMemory::new(&spec).unwrap();
-                nan_mem.materialize_page(BlockId::new(0));
+                nan_mem.materialize_page(BlockId::new(0)).unwrap();
                 let nan_row = vec![f32::NAN; 2 * d];
                 nan_mem
                     .kv_mut(0)
@@ -480,7 +480,7 @@ mod tests {
         let mut keys = vec![];
         let mut values = vec![];
         for &p in &pages {
-            mem.materialize_page(p);
+            mem.materialize_page(p).unwrap();
         }
         for s in 0..rows {
             let k: Vec<f32> = (0..2 * d).map(|i| wave(s * 2 * d + i, 0.37)).collect();

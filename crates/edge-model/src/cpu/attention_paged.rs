@@ -181,7 +181,7 @@ mod tests {
                     .map(|i| BlockId::new(3 * i + 2))
                     .collect();
                 for &p in &pages {
-                    mem.materialize_page(p);
+                    mem.materialize_page(p).unwrap();
                 }
                 for s in 0..rows {
                     let k: Vec<f32> = (0..2 * d)

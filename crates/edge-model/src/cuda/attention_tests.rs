@@ -246,7 +246,7 @@ fn kv_store_and_copies_match_the_host_cache() {
         };
         let mut host = HostMemory::new(&spec).unwrap();
         for p in 0..pool {
-            host.materialize_page(BlockId::new(p));
+            host.materialize_page(BlockId::new(p)).unwrap();
         }
         let stores = vec![5u32, 17, 18, 90, 3];
         let n = stores.len();
