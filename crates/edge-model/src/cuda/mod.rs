@@ -4,15 +4,18 @@
 //! ignored without a GPU; `kernels/host_emulation/check_model.py` runs the same kernels on
 //! the host).
 //!
-//! These are the building blocks of the CUDA [`crate::Backend`]; the backend itself
-//! (device buffers and cache memory, weight upload, CUDA graphs) and the Gated DeltaNet's
-//! prompt and tree forms are not built yet.
+//! These are the building blocks of the CUDA [`crate::Backend`], with the cache's
+//! device memory ([`CudaCacheMemory`]); the backend itself (device buffers, weight
+//! upload, CUDA graphs) and the Gated DeltaNet's chunked prompt form are not built yet.
 
 mod attention;
 #[cfg(test)]
 mod attention_tests;
 mod gdn;
 mod kv_store;
+mod memory;
+#[cfg(test)]
+mod memory_tests;
 mod ops;
 mod rope;
 mod sampling;
@@ -27,6 +30,7 @@ pub use gdn::{
     gdn_recurrence,
 };
 pub use kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows, kv_store};
+pub use memory::{CudaCacheMemory, DeviceCapacity, DeviceKv, DeviceRecurrent, DeviceState};
 pub use ops::{add, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
 pub use rope::{AttentionNorms, attention_inputs};
 pub use sampling::{MAX_TOP_K, TopK, argmax, top_k};

@@ -1,0 +1,365 @@
+//! The cache's storage in GPU memory: [`CudaCacheMemory`], the device twin of
+//! [`edge_kvcache::HostMemory`] behind [`CacheMemory`].
+//!
+//! Each attention layer has one key pool and one value pool of `capacity.pages` pages
+//! in the host layout (`[pages, kv_heads, block, head_dim]`), so the kernels address
+//! page `p` at `p · page` elements ([`DeviceKv::pages`], [`DeviceKv::layer_mut`]). Each
+//! recurrent layer has one conv pool and one state pool of `capacity.slots` slots.
+//! The pools are allocated up front ([`DeviceCapacity::for_budget`] sizes them from the
+//! cache budget), so materializing a page or slot allocates nothing and only checks
+//! the id against the pool. The price: pages and slots each reserve the whole budget,
+//! where the host memory shares it. Snapshots of slot state are device allocations of
+//! their own.
+
+use super::kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows};
+use super::{KvPages, ops::cuda_err};
+use crate::Result;
+use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_kvcache::{
+    AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, KvCacheError, KvDType, RecurrentLayerSpec,
+    SlotId,
+};
+use std::sync::Arc;
+
+/// How many pages and state slots the device pools hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCapacity {
+    /// KV pages per attention layer.
+    pub pages: usize,
+    /// State slots per recurrent layer.
+    pub slots: usize,
+}
+
+impl DeviceCapacity {
+    /// Pools that can hold whatever a cache of `budget_bytes` can: as many pages as
+    /// the budget holds blocks, and as many slots as it holds states (at least one of
+    /// each; a model without recurrent layers gets no slots' worth of memory).
+    pub fn for_budget(spec: &CacheSpec, budget_bytes: usize) -> Self {
+        let per = |bytes: usize| budget_bytes.checked_div(bytes).unwrap_or(1).max(1);
+        DeviceCapacity {
+            pages: per(spec.block_bytes()),
+            slots: per(spec.state_bytes()),
+        }
+    }
+
+    /// Device bytes the pools of `spec` take.
+    pub fn bytes(&self, spec: &CacheSpec) -> usize {
+        self.pages * spec.block_bytes() + self.slots * spec.state_bytes()
+    }
+}
+
+/// One attention layer's key and value pools, in the pages' element type.
+enum Pools {
+    Fp8(CudaSlice<u8>, CudaSlice<u8>),
+    Bf16(CudaSlice<u16>, CudaSlice<u16>),
+    F32(CudaSlice<f32>, CudaSlice<f32>),
+}
+
+/// One attention layer's pages on the device.
+pub struct DeviceKv {
+    spec: AttentionLayerSpec,
+    block_size: usize,
+    pools: Pools,
+}
+
+impl std::fmt::Debug for DeviceKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceKv")
+            .field("spec", &self.spec)
+            .field("block_size", &self.block_size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceKv {
+    fn new(
+        dev: &CudaDevice,
+        spec: AttentionLayerSpec,
+        block_size: usize,
+        dtype: KvDType,
+        pages: usize,
+    ) -> Result<Self> {
+        let len = pages * spec.kv_heads * block_size * spec.head_dim;
+        let pools = match dtype {
+            KvDType::Fp8E4M3 => Pools::Fp8(dev.zeros(len)?, dev.zeros(len)?),
+            KvDType::Bf16 => Pools::Bf16(dev.zeros(len)?, dev.zeros(len)?),
+            KvDType::F32 => Pools::F32(dev.zeros(len)?, dev.zeros(len)?),
+        };
+        Ok(DeviceKv {
+            spec,
+            block_size,
+            pools,
+        })
+    }
+
+    /// The layer's shape and FP8 scales.
+    pub fn spec(&self) -> &AttentionLayerSpec {
+        &self.spec
+    }
+
+    /// The pages, for attention.
+    pub fn pages(&self) -> KvPages<'_> {
+        match &self.pools {
+            Pools::Fp8(keys, values) => KvPages::Fp8 {
+                keys,
+                values,
+                k_scale: self.spec.k_scale,
+                v_scale: self.spec.v_scale,
+            },
+            Pools::Bf16(keys, values) => KvPages::Bf16 { keys, values },
+            Pools::F32(keys, values) => KvPages::F32 { keys, values },
+        }
+    }
+
+    /// The pages with their shape, writable (the KV store and row copies).
+    pub fn layer_mut(&mut self) -> KvLayerMut<'_> {
+        let (k_scale, v_scale) = (self.spec.k_scale, self.spec.v_scale);
+        let pages = match &mut self.pools {
+            Pools::Fp8(keys, values) => KvPagesMut::Fp8 {
+                keys,
+                values,
+                k_scale,
+                v_scale,
+            },
+            Pools::Bf16(keys, values) => KvPagesMut::Bf16 { keys, values },
+            Pools::F32(keys, values) => KvPagesMut::F32 { keys, values },
+        };
+        KvLayerMut {
+            pages,
+            kv_heads: self.spec.kv_heads,
+            head_dim: self.spec.head_dim,
+            block_size: self.block_size,
+        }
+    }
+}
+
+/// One recurrent layer's conv-window and state pools on the device.
+pub struct DeviceRecurrent {
+    spec: RecurrentLayerSpec,
+    conv: CudaSlice<f32>,
+    state: CudaSlice<f32>,
+}
+
+impl std::fmt::Debug for DeviceRecurrent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceRecurrent")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceRecurrent {
+    /// The layer's sizes.
+    pub fn spec(&self) -> &RecurrentLayerSpec {
+        &self.spec
+    }
+
+    /// The conv windows and states of every slot (`[slots, conv]`, `[slots, state]`),
+    /// as the GDN kernels take them.
+    pub fn pools_mut(&mut self) -> (&mut CudaSlice<f32>, &mut CudaSlice<f32>) {
+        (&mut self.conv, &mut self.state)
+    }
+}
+
+/// A saved copy of one slot: per recurrent layer, its conv window and state.
+pub struct DeviceState {
+    layers: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
+}
+
+impl std::fmt::Debug for DeviceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceState")
+            .field("layers", &self.layers.len())
+            .finish()
+    }
+}
+
+/// Pages and slots in the memory of one GPU.
+pub struct CudaCacheMemory {
+    dev: Arc<CudaDevice>,
+    spec: CacheSpec,
+    capacity: DeviceCapacity,
+    kv: Vec<DeviceKv>,
+    recurrent: Vec<DeviceRecurrent>,
+}
+
+impl std::fmt::Debug for CudaCacheMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaCacheMemory")
+            .field("capacity", &self.capacity)
+            .field("kv", &self.kv)
+            .field("recurrent", &self.recurrent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A memory error in the cache's terms.
+fn memory_err(e: impl std::fmt::Display) -> KvCacheError {
+    KvCacheError::Memory(e.to_string())
+}
+
+impl CudaCacheMemory {
+    /// Zeroed pools for `spec` on `dev` holding `capacity` pages and slots; a spec
+    /// that does not describe a usable cache is an error, as is a device that cannot
+    /// hold the pools.
+    pub fn new(dev: &Arc<CudaDevice>, spec: &CacheSpec, capacity: DeviceCapacity) -> Result<Self> {
+        spec.validate()?;
+        let kv = (spec.attention.iter())
+            .map(|a| DeviceKv::new(dev, *a, spec.block_size, spec.kv_dtype, capacity.pages))
+            .collect::<Result<_>>()?;
+        let recurrent = (spec.recurrent.iter())
+            .map(|r| {
+                Ok(DeviceRecurrent {
+                    spec: *r,
+                    conv: dev.zeros(capacity.slots * r.conv)?,
+                    state: dev.zeros(capacity.slots * r.state)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(CudaCacheMemory {
+            dev: dev.clone(),
+            spec: spec.clone(),
+            capacity,
+            kv,
+            recurrent,
+        })
+    }
+
+    /// The pools' capacity.
+    pub fn capacity(&self) -> DeviceCapacity {
+        self.capacity
+    }
+
+    fn check_page(&self, page: BlockId) -> edge_kvcache::Result<()> {
+        if page.index() >= self.capacity.pages {
+            return Err(KvCacheError::Memory(format!(
+                "page {} is past the device pool of {} pages",
+                page.index(),
+                self.capacity.pages
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_slot(&self, slot: SlotId) -> edge_kvcache::Result<()> {
+        if slot.index() >= self.capacity.slots {
+            return Err(KvCacheError::Memory(format!(
+                "state slot {} is past the device pool of {} slots",
+                slot.index(),
+                self.capacity.slots
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl CacheMemory for CudaCacheMemory {
+    type Kv = DeviceKv;
+    type Recurrent = DeviceRecurrent;
+    type State = DeviceState;
+
+    fn spec(&self) -> &CacheSpec {
+        &self.spec
+    }
+
+    fn materialize_page(&mut self, page: BlockId) -> edge_kvcache::Result<()> {
+        self.check_page(page)
+    }
+
+    fn drop_page(&mut self, _page: BlockId) {}
+
+    fn materialize_slot(&mut self, slot: SlotId) -> edge_kvcache::Result<()> {
+        self.check_slot(slot)?;
+        self.clear_state(slot)
+    }
+
+    fn drop_slot(&mut self, _slot: SlotId) {}
+
+    fn copy_rows(&mut self, from: BlockId, to: BlockId, rows: usize) -> edge_kvcache::Result<()> {
+        self.check_page(from)?;
+        self.check_page(to)?;
+        let block = self.spec.block_size;
+        let slot = |page: BlockId, r: usize| (page.index() * block + r) as u32;
+        let moves: Vec<(u32, u32)> = (0..rows.min(block))
+            .map(|r| (slot(from, r), slot(to, r)))
+            .collect();
+        for kv in &mut self.kv {
+            kv_copy_rows(&self.dev, &mut kv.layer_mut(), &moves).map_err(memory_err)?;
+        }
+        Ok(())
+    }
+
+    fn clear_state(&mut self, slot: SlotId) -> edge_kvcache::Result<()> {
+        self.check_slot(slot)?;
+        let (i, stream) = (slot.index(), self.dev.stream());
+        for r in &mut self.recurrent {
+            let (conv, state) = (r.spec.conv, r.spec.state);
+            for (pool, len) in [(&mut r.conv, conv), (&mut r.state, state)] {
+                if len > 0 {
+                    let mut view = pool.slice_mut(i * len..(i + 1) * len);
+                    stream
+                        .memset_zeros(&mut view)
+                        .map_err(|e| memory_err(cuda_err(e)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn save_state(&self, slot: SlotId) -> edge_kvcache::Result<DeviceState> {
+        self.check_slot(slot)?;
+        let (i, stream) = (slot.index(), self.dev.stream());
+        let copy = |pool: &CudaSlice<f32>, len: usize| -> Result<CudaSlice<f32>> {
+            let mut out = self.dev.zeros(len.max(1))?;
+            if len > 0 {
+                let src = pool.slice(i * len..(i + 1) * len);
+                stream.memcpy_dtod(&src, &mut out).map_err(cuda_err)?;
+            }
+            Ok(out)
+        };
+        let layers = (self.recurrent.iter())
+            .map(|r| Ok((copy(&r.conv, r.spec.conv)?, copy(&r.state, r.spec.state)?)))
+            .collect::<Result<_>>()
+            .map_err(memory_err)?;
+        Ok(DeviceState { layers })
+    }
+
+    fn load_state(&mut self, slot: SlotId, saved: &DeviceState) -> edge_kvcache::Result<()> {
+        self.check_slot(slot)?;
+        if saved.layers.len() != self.recurrent.len() {
+            return Err(KvCacheError::Memory(format!(
+                "a saved state of {} layers for a cache of {}",
+                saved.layers.len(),
+                self.recurrent.len()
+            )));
+        }
+        let (i, stream) = (slot.index(), self.dev.stream());
+        for (r, (conv, state)) in self.recurrent.iter_mut().zip(&saved.layers) {
+            let (conv_len, state_len) = (r.spec.conv, r.spec.state);
+            for (pool, len, src) in [
+                (&mut r.conv, conv_len, conv),
+                (&mut r.state, state_len, state),
+            ] {
+                if len > 0 {
+                    let mut dst = pool.slice_mut(i * len..(i + 1) * len);
+                    stream
+                        .memcpy_dtod(&src.slice(0..len), &mut dst)
+                        .map_err(|e| memory_err(cuda_err(e)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn kv(&self, layer: usize) -> &DeviceKv {
+        &self.kv[layer]
+    }
+
+    fn kv_mut(&mut self, layer: usize) -> &mut DeviceKv {
+        &mut self.kv[layer]
+    }
+
+    fn recurrent_mut(&mut self, layer: usize) -> &mut DeviceRecurrent {
+        &mut self.recurrent[layer]
+    }
+}
