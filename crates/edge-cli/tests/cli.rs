@@ -320,43 +320,6 @@ fn embedded_demo_model_answers_with_a_tool_call() {
     }
 }
 
-/// A tool the demo model never saw in training (issue 23): its name and parameter names
-/// are built from the corpus's held-out words (`tests/data/README.md`). The reply must
-/// call it, copying the names from the tools block and the values from the request.
-/// Ignored until the retrained demo model of issue 23 lands: the committed model fails
-/// it (it calls a training tool instead). Run it with
-/// `cargo test -p edge-cli --test cli -- --ignored demo_model_calls_a_tool_it_never_saw`.
-#[test]
-#[ignore = "issue 23: the committed demo model cannot call tools it never saw yet"]
-fn demo_model_calls_a_tool_it_never_saw() {
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/heldout_tool.json");
-    let o = bin()
-        .args([
-            "generate",
-            "--prompt",
-            "Convert the currency: amount 20, from EUR to JPY.",
-            "--tools",
-            tools.to_str().unwrap(),
-            "--max-new-tokens",
-            "80",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let text = v["text"].as_str().unwrap();
-    for part in [
-        "<tool_call>\n<function=convert_currency>\n",
-        "<parameter=amount>\n20\n</parameter>",
-        "<parameter=from_currency>\nEUR\n</parameter>",
-        "<parameter=to_currency>\nJPY\n</parameter>",
-    ] {
-        assert!(text.contains(part), "missing {part:?} in {text}");
-    }
-    assert!(text.trim_end().ends_with("</tool_call>"), "{text}");
-}
-
 /// The committed NVFP4 copy of the demo model (`edge-llm quantize`) loads, with W4A16
 /// W4A4 and W4A8 activations, and still answers the main job with a bash tool call.
 #[test]

@@ -231,26 +231,24 @@ impl CudaCacheMemory {
     }
 
     fn check_page(&self, page: BlockId) -> edge_kvcache::Result<()> {
-        if page.index() >= self.capacity.pages {
-            return Err(KvCacheError::Memory(format!(
-                "page {} is past the device pool of {} pages",
-                page.index(),
-                self.capacity.pages
-            )));
-        }
-        Ok(())
+        check_in_pool("page", page.index(), self.capacity.pages)
     }
 
     fn check_slot(&self, slot: SlotId) -> edge_kvcache::Result<()> {
-        if slot.index() >= self.capacity.slots {
-            return Err(KvCacheError::Memory(format!(
-                "state slot {} is past the device pool of {} slots",
-                slot.index(),
-                self.capacity.slots
-            )));
-        }
-        Ok(())
+        check_in_pool("state slot", slot.index(), self.capacity.slots)
     }
+}
+
+/// Ids past a pool are an error, not an out-of-bounds access: the cache hands out ids
+/// by its budget, which `DeviceCapacity::for_budget` covers, but a capacity given by
+/// hand may not.
+fn check_in_pool(what: &str, id: usize, capacity: usize) -> edge_kvcache::Result<()> {
+    if id >= capacity {
+        return Err(KvCacheError::Memory(format!(
+            "{what} {id} is past the device pool of {capacity}"
+        )));
+    }
+    Ok(())
 }
 
 impl CacheMemory for CudaCacheMemory {
