@@ -13,7 +13,7 @@ Prints loss and accuracy every 50 steps. Usage:
   recall_probe.py {copy,recall} [--arch qwen35|llama|gpt] [--steps 300] [--lr 1e-3]
                   [--layers 8] [--interval 4] [--hidden 256] [--intermediate 3×hidden]
                   [--rope-theta 1e7] [--rotary 0.25] [--init-std 0.02] [--no-qk-norm]
-                  [--vocab 64] [--spread] [--seed 0]
+                  [--vocab 64] [--spread] [--widen N] [--seed 0]
 --arch qwen35 (the default) is the recipe's model (demo_model.text_config) with the
 overrides given; llama is transformers' Llama of the same widths; gpt is a plain GPT for
 comparison. --interval is the full-attention interval of the layer pattern (4: the
@@ -128,6 +128,8 @@ def main():
                     help="embedding/softmax rows (the task's ids stay below 64; the recipe: 4096)")
     ap.add_argument("--spread", action="store_true",
                     help="each batch's task ids shifted to a random run of the --vocab ids")
+    ap.add_argument("--widen", type=int, default=0,
+                    help="once accuracy reaches 90%%, double the range the ids move in every N steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -137,14 +139,20 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     make = copy_batch if args.task == "copy" else recall_batch
     t0 = time.time()
+    formed_at = None
     for step in range(1, args.steps + 1):
         for g in opt.param_groups:
             g["lr"] = args.lr * min(1.0, step / 30)
         ids, at, want = make()
-        if args.spread:
-            # The same task on a random run of TASK_IDS ids anywhere in the vocabulary
+        span = args.vocab if args.spread else TASK_IDS
+        if formed_at is not None and args.widen:
+            # Curriculum: the range the task's ids may move in doubles every --widen steps
+            # after the lookup formed on the fixed ids.
+            span = min(args.vocab, TASK_IDS << (1 + (step - formed_at) // args.widen))
+        if span > TASK_IDS:
+            # The same task on a random run of TASK_IDS ids within the first `span` ids
             # (the separators 1 and 2 stay), so no fixed ids can be learnt.
-            shift = int(torch.randint(0, args.vocab - TASK_IDS + 1, (1,)))
+            shift = int(torch.randint(0, span - TASK_IDS + 1, (1,)))
             ids = torch.where(ids > 2, ids + shift, ids)
             want = want + shift
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -156,8 +164,11 @@ def main():
         opt.step()
         if step % 50 == 0:
             acc = (pred.argmax(-1) == want).float().mean().item()
+            if formed_at is None and acc >= 0.9:
+                formed_at = step
             print(f"{args.task} {args.arch} layers {args.layers} interval {args.interval} lr {args.lr:g} "
-                  f"step {step}: loss {loss.item():.3f} accuracy {acc:.2f} ({time.time() - t0:.0f} s)", flush=True)
+                  f"step {step}: loss {loss.item():.3f} accuracy {acc:.2f} ids within {span} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":
