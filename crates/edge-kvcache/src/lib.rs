@@ -27,7 +27,7 @@ pub use cache::{
 pub use error::{KvCacheError, Result};
 pub use ids::{BlockId, SeqId, SlotId};
 pub use memory::{CacheMemory, HostMemory};
-pub use spec::{AttentionLayerSpec, CacheSpec, KvDType, RecurrentLayerSpec};
+pub use spec::{AttentionLayerSpec, CacheSpec, KvDType, PoolCapacity, RecurrentLayerSpec};
 
 use std::ops::Range;
 

@@ -153,6 +153,34 @@ impl CacheSpec {
     }
 }
 
+/// How many pages and state slots a memory with fixed pools holds (a device memory
+/// that allocates its pools up front).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolCapacity {
+    /// KV pages per attention layer.
+    pub pages: usize,
+    /// State slots per recurrent layer.
+    pub slots: usize,
+}
+
+impl PoolCapacity {
+    /// Pools that can hold whatever a cache of `budget_bytes` can: as many pages as
+    /// the budget holds blocks, and as many slots as it holds states (at least one of
+    /// each; a model without recurrent layers gets no slots' worth of memory).
+    pub fn for_budget(spec: &CacheSpec, budget_bytes: usize) -> Self {
+        let per = |bytes: usize| budget_bytes.checked_div(bytes).unwrap_or(1).max(1);
+        PoolCapacity {
+            pages: per(spec.block_bytes()),
+            slots: per(spec.state_bytes()),
+        }
+    }
+
+    /// Device bytes the pools of `spec` take.
+    pub fn bytes(&self, spec: &CacheSpec) -> usize {
+        self.pages * spec.block_bytes() + self.slots * spec.state_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +223,30 @@ mod tests {
         assert!(s.validate().is_err());
         assert_eq!("fp8".parse::<KvDType>().unwrap(), KvDType::Fp8E4M3);
         assert!("int4".parse::<KvDType>().is_err());
+    }
+
+    #[test]
+    fn pool_capacity_follows_the_budget() {
+        let mut s = CacheSpec {
+            block_size: 4,
+            kv_dtype: KvDType::F32,
+            attention: vec![AttentionLayerSpec {
+                kv_heads: 2,
+                head_dim: 4,
+                k_scale: 1.0,
+                v_scale: 1.0,
+            }],
+            recurrent: vec![RecurrentLayerSpec { conv: 3, state: 5 }],
+        };
+        let (block, state) = (s.block_bytes(), s.state_bytes());
+        let c = PoolCapacity::for_budget(&s, 10 * block + 3);
+        assert_eq!(c.pages, 10);
+        assert_eq!(c.slots, (10 * block + 3) / state);
+        assert_eq!(c.bytes(&s), c.pages * block + c.slots * state);
+        // Below one block or one state, the pools still hold one of each.
+        let tiny = PoolCapacity::for_budget(&s, 1);
+        assert_eq!((tiny.pages, tiny.slots), (1, 1));
+        s.recurrent.clear();
+        assert_eq!(PoolCapacity::for_budget(&s, 1 << 20).slots, 1);
     }
 }

@@ -5,7 +5,7 @@
 //! in the host layout (`[pages, kv_heads, block, head_dim]`), so the kernels address
 //! page `p` at `p · page` elements ([`DeviceKv::pages`], [`DeviceKv::layer_mut`]). Each
 //! recurrent layer has one conv pool and one state pool of `capacity.slots` slots.
-//! The pools are allocated up front ([`DeviceCapacity::for_budget`] sizes them from the
+//! The pools are allocated up front ([`PoolCapacity::for_budget`] sizes them from the
 //! cache budget), so materializing a page or slot allocates nothing and only checks
 //! the id against the pool. The price: pages and slots each reserve the whole budget,
 //! where the host memory shares it. Snapshots of slot state are device allocations of
@@ -16,37 +16,10 @@ use super::{KvPages, ops::cuda_err};
 use crate::Result;
 use edge_core::cuda::{CudaDevice, CudaSlice};
 use edge_kvcache::{
-    AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, KvCacheError, KvDType, RecurrentLayerSpec,
-    SlotId,
+    AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, KvCacheError, KvDType, PoolCapacity,
+    RecurrentLayerSpec, SlotId,
 };
 use std::sync::Arc;
-
-/// How many pages and state slots the device pools hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceCapacity {
-    /// KV pages per attention layer.
-    pub pages: usize,
-    /// State slots per recurrent layer.
-    pub slots: usize,
-}
-
-impl DeviceCapacity {
-    /// Pools that can hold whatever a cache of `budget_bytes` can: as many pages as
-    /// the budget holds blocks, and as many slots as it holds states (at least one of
-    /// each; a model without recurrent layers gets no slots' worth of memory).
-    pub fn for_budget(spec: &CacheSpec, budget_bytes: usize) -> Self {
-        let per = |bytes: usize| budget_bytes.checked_div(bytes).unwrap_or(1).max(1);
-        DeviceCapacity {
-            pages: per(spec.block_bytes()),
-            slots: per(spec.state_bytes()),
-        }
-    }
-
-    /// Device bytes the pools of `spec` take.
-    pub fn bytes(&self, spec: &CacheSpec) -> usize {
-        self.pages * spec.block_bytes() + self.slots * spec.state_bytes()
-    }
-}
 
 /// One attention layer's key and value pools, in the pages' element type.
 enum Pools {
@@ -178,7 +151,7 @@ impl std::fmt::Debug for DeviceState {
 pub struct CudaCacheMemory {
     dev: Arc<CudaDevice>,
     spec: CacheSpec,
-    capacity: DeviceCapacity,
+    capacity: PoolCapacity,
     kv: Vec<DeviceKv>,
     recurrent: Vec<DeviceRecurrent>,
 }
@@ -202,7 +175,7 @@ impl CudaCacheMemory {
     /// Zeroed pools for `spec` on `dev` holding `capacity` pages and slots; a spec
     /// that does not describe a usable cache is an error, as is a device that cannot
     /// hold the pools.
-    pub fn new(dev: &Arc<CudaDevice>, spec: &CacheSpec, capacity: DeviceCapacity) -> Result<Self> {
+    pub fn new(dev: &Arc<CudaDevice>, spec: &CacheSpec, capacity: PoolCapacity) -> Result<Self> {
         spec.validate()?;
         let kv = (spec.attention.iter())
             .map(|a| DeviceKv::new(dev, *a, spec.block_size, spec.kv_dtype, capacity.pages))
@@ -226,7 +199,7 @@ impl CudaCacheMemory {
     }
 
     /// The pools' capacity.
-    pub fn capacity(&self) -> DeviceCapacity {
+    pub fn capacity(&self) -> PoolCapacity {
         self.capacity
     }
 
@@ -240,7 +213,7 @@ impl CudaCacheMemory {
 }
 
 /// Ids past a pool are an error, not an out-of-bounds access: the cache hands out ids
-/// by its budget, which `DeviceCapacity::for_budget` covers, but a capacity given by
+/// by its budget, which `PoolCapacity::for_budget` covers, but a capacity given by
 /// hand may not.
 fn check_in_pool(what: &str, id: usize, capacity: usize) -> edge_kvcache::Result<()> {
     if id >= capacity {

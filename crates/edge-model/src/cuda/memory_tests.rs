@@ -1,13 +1,13 @@
-//! The device cache memory against the host layout: pool sizing (runs everywhere), and
-//! page copies, slot state save/clear/restore, capacity errors and a `PagedCache` over
-//! it (ignored without a GPU; run with
+//! The device cache memory against the host layout: page copies, slot state
+//! save/clear/restore, capacity errors and a `PagedCache` over it (ignored without a
+//! GPU; run with
 //! `cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::`).
 
 use super::tests::device;
 use super::*;
 use edge_kvcache::{
     AttentionLayerSpec, BlockId, CacheConfig, CacheMemory, CacheSpec, KvCacheError, KvDType,
-    PagedCache, RecurrentLayerSpec, SequenceCache, SlotId, SnapshotData,
+    PagedCache, PoolCapacity, RecurrentLayerSpec, SequenceCache, SlotId, SnapshotData,
 };
 
 const HEADS: usize = 2;
@@ -29,22 +29,6 @@ fn spec(kv_dtype: KvDType) -> CacheSpec {
     }
 }
 
-#[test]
-fn capacity_follows_the_budget() {
-    let s = spec(KvDType::F32);
-    let (block, state) = (s.block_bytes(), s.state_bytes());
-    let c = DeviceCapacity::for_budget(&s, 10 * block + 3);
-    assert_eq!(c.pages, 10);
-    assert_eq!(c.slots, (10 * block + 3) / state);
-    assert_eq!(c.bytes(&s), c.pages * block + c.slots * state);
-    // Below one block or one state, the pools still hold one of each.
-    let tiny = DeviceCapacity::for_budget(&s, 1);
-    assert_eq!((tiny.pages, tiny.slots), (1, 1));
-    let mut no_recurrent = s.clone();
-    no_recurrent.recurrent.clear();
-    assert_eq!(DeviceCapacity::for_budget(&no_recurrent, 1 << 20).slots, 1);
-}
-
 /// Element `i` of a pool's pattern.
 fn code(layer: usize, i: usize) -> u8 {
     (i * 7 + layer * 31 + 1) as u8
@@ -55,7 +39,7 @@ fn code(layer: usize, i: usize) -> u8 {
 fn page_copies_move_the_host_layouts_rows() {
     let dev = device();
     let s = spec(KvDType::Fp8E4M3);
-    let cap = DeviceCapacity { pages: 3, slots: 2 };
+    let cap = PoolCapacity { pages: 3, slots: 2 };
     let mut mem = CudaCacheMemory::new(&dev, &s, cap).unwrap();
     let page = HEADS * BLOCK * DIM;
     let mut want = Vec::new();
@@ -109,7 +93,7 @@ fn page_copies_move_the_host_layouts_rows() {
 fn slot_states_save_clear_and_restore() {
     let dev = device();
     let s = spec(KvDType::F32);
-    let mut mem = CudaCacheMemory::new(&dev, &s, DeviceCapacity { pages: 1, slots: 2 }).unwrap();
+    let mut mem = CudaCacheMemory::new(&dev, &s, PoolCapacity { pages: 1, slots: 2 }).unwrap();
     mem.materialize_slot(SlotId::new(0)).unwrap();
     mem.materialize_slot(SlotId::new(1)).unwrap();
     let conv: Vec<f32> = (0..6).map(|i| i as f32 + 0.5).collect();
@@ -142,12 +126,8 @@ fn a_paged_cache_runs_over_device_memory() {
         prefix_cache: true,
     };
     let s = spec(KvDType::Bf16);
-    let memory = CudaCacheMemory::new(
-        &dev,
-        &s,
-        DeviceCapacity::for_budget(&s, config.budget_bytes),
-    )
-    .unwrap();
+    let memory =
+        CudaCacheMemory::new(&dev, &s, PoolCapacity::for_budget(&s, config.budget_bytes)).unwrap();
     let mut cache = PagedCache::with_memory(memory, config).unwrap();
     let a = cache.new_sequence(8).unwrap();
     cache.prepare_rows(a, 0..6).unwrap();

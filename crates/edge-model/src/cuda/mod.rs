@@ -30,7 +30,7 @@ pub use gdn::{
     gdn_recurrence,
 };
 pub use kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows, kv_store};
-pub use memory::{CudaCacheMemory, DeviceCapacity, DeviceKv, DeviceRecurrent, DeviceState};
+pub use memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent, DeviceState};
 pub use ops::{add, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
 pub use rope::{AttentionNorms, attention_inputs};
 pub use sampling::{MAX_TOP_K, TopK, argmax, top_k};
