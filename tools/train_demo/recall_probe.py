@@ -13,7 +13,7 @@ Prints loss and accuracy every 50 steps. Usage:
   recall_probe.py {copy,recall} [--arch qwen35|llama|gpt] [--steps 300] [--lr 1e-3]
                   [--layers 8] [--interval 4] [--hidden 256] [--intermediate 3×hidden]
                   [--rope-theta 1e7] [--rotary 0.25] [--init-std 0.02] [--no-qk-norm]
-                  [--vocab 64] [--spread] [--widen N] [--seed 0]
+                  [--vocab 64] [--pool 64] [--spread] [--widen N] [--seed 0]
 --arch qwen35 (the default) is the recipe's model (demo_model.text_config) with the
 overrides given; llama is transformers' Llama of the same widths; gpt is a plain GPT for
 comparison. --interval is the full-attention interval of the layer pattern (4: the
@@ -42,9 +42,11 @@ def copy_batch():
     return ids, slice(COPY_LEN + 1, 2 * COPY_LEN + 1), x
 
 
-def recall_batch():
-    keys = torch.stack([torch.randperm(28)[:PAIRS] + 4 for _ in range(BATCH)])  # 4..31
-    vals = torch.randint(32, TASK_IDS, (BATCH, PAIRS))  # 32..63
+def recall_batch(pool=TASK_IDS):
+    """Keys from ids 4 .. pool/2, values from pool/2 .. pool (the default: 4..31, 32..63)."""
+    half = pool // 2
+    keys = torch.stack([torch.randperm(half - 4)[:PAIRS] + 4 for _ in range(BATCH)])
+    vals = torch.randint(half, pool, (BATCH, PAIRS))
     pairs = torch.stack([keys, vals], 2).reshape(BATCH, 2 * PAIRS)
     pick = torch.stack([torch.randperm(PAIRS)[:QUERIES] for _ in range(BATCH)])
     qk, qv = keys.gather(1, pick), vals.gather(1, pick)
@@ -126,6 +128,8 @@ def main():
     ap.add_argument("--no-qk-norm", action="store_true", help="diagnostic: q/k norms replaced by identity")
     ap.add_argument("--vocab", type=int, default=TASK_IDS,
                     help="embedding/softmax rows (the task's ids stay below 64; the recipe: 4096)")
+    ap.add_argument("--pool", type=int, default=TASK_IDS,
+                    help="recall ids: keys from 4 .. pool/2, values from pool/2 .. pool (at most --vocab)")
     ap.add_argument("--spread", action="store_true",
                     help="each batch's task ids shifted to a random run of the --vocab ids")
     ap.add_argument("--widen", type=int, default=0,
@@ -137,22 +141,22 @@ def main():
     torch.set_num_threads(args.threads)
     model, forward = build(args)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-    make = copy_batch if args.task == "copy" else recall_batch
+    make = copy_batch if args.task == "copy" else (lambda: recall_batch(args.pool))
     t0 = time.time()
     formed_at = None
     for step in range(1, args.steps + 1):
         for g in opt.param_groups:
             g["lr"] = args.lr * min(1.0, step / 30)
         ids, at, want = make()
-        span = args.vocab if args.spread else TASK_IDS
+        span = args.vocab if args.spread else args.pool
         if formed_at is not None and args.widen:
             # Curriculum: the range the task's ids may move in doubles every --widen steps
             # after the lookup formed on the fixed ids.
-            span = min(args.vocab, TASK_IDS << (1 + (step - formed_at) // args.widen))
-        if span > TASK_IDS:
-            # The same task on a random run of TASK_IDS ids within the first `span` ids
+            span = min(args.vocab, args.pool << (1 + (step - formed_at) // args.widen))
+        if span > args.pool:
+            # The same task on a random run of --pool ids within the first `span` ids
             # (the separators 1 and 2 stay), so no fixed ids can be learnt.
-            shift = int(torch.randint(0, span - TASK_IDS + 1, (1,)))
+            shift = int(torch.randint(0, span - args.pool + 1, (1,)))
             ids = torch.where(ids > 2, ids + shift, ids)
             want = want + shift
         with torch.autocast("cpu", dtype=torch.bfloat16):
