@@ -280,13 +280,13 @@ impl CacheMemory for CudaCacheMemory {
     fn save_state(&self, slot: SlotId) -> edge_kvcache::Result<DeviceState> {
         self.check_slot(slot)?;
         let (i, stream) = (slot.index(), self.dev.stream());
+        // One allocate-and-copy per part; an empty part keeps a one-value buffer (the
+        // driver allocates nothing of length zero) that `load_state` never reads.
         let copy = |pool: &CudaSlice<f32>, len: usize| -> Result<CudaSlice<f32>> {
-            let mut out = self.dev.zeros(len.max(1))?;
-            if len > 0 {
-                let src = pool.slice(i * len..(i + 1) * len);
-                stream.memcpy_dtod(&src, &mut out).map_err(cuda_err)?;
+            if len == 0 {
+                return self.dev.zeros(1).map_err(Into::into);
             }
-            Ok(out)
+            (stream.clone_dtod(&pool.slice(i * len..(i + 1) * len))).map_err(cuda_err)
         };
         let layers = (self.recurrent.iter())
             .map(|r| Ok((copy(&r.conv, r.spec.conv)?, copy(&r.state, r.spec.state)?)))
