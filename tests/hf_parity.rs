@@ -172,7 +172,10 @@ fn mtp_head_matches_reference() {
             .hidden
             .to_vec();
         // First pass: row t combines h_t with token t+1, at position t.
-        let rows = session.backend_mut().upload(&hidden[..(t - 1) * h]);
+        let rows = session
+            .backend_mut()
+            .upload(&hidden[..(t - 1) * h])
+            .unwrap();
         let first = session
             .mtp_forward(&prompt[1..], &rows, 0, LogitRows::All)
             .unwrap();
@@ -186,7 +189,10 @@ fn mtp_head_matches_reference() {
         let (want_draft, _) = exp.f32("mtp_draft_logits");
         let want_ids = exp.ids("mtp_draft_ids");
         let mut tok = exp.ids("greedy_ids")[0];
-        let mut hid = session.backend_mut().upload(&hidden[(t - 1) * h..]);
+        let mut hid = session
+            .backend_mut()
+            .upload(&hidden[(t - 1) * h..])
+            .unwrap();
         for (i, &want_id) in want_ids.iter().enumerate() {
             let out = session
                 .mtp_forward(&[tok], &hid, t - 1 + i, LogitRows::Last)

@@ -202,7 +202,7 @@ fn bad_requests_leave_state_untouched() {
     assert_eq!(session.cache().sequence(seq).unwrap().len, 3);
     assert_eq!(session.cache().save_state(seq).unwrap(), before);
     // No MTP head in this checkpoint: a clear error.
-    let hidden = session.backend_mut().upload(&[0.0; 32]);
+    let hidden = session.backend_mut().upload(&[0.0; 32]).unwrap();
     let e = session
         .mtp_forward(&[1], &hidden, 2, LogitRows::Last)
         .unwrap_err();

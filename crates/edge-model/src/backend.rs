@@ -187,7 +187,9 @@ pub struct GdnKept<B: Backend> {
 ///
 /// Buffers hold f32 activations, row-major. Operations do not check shapes beyond
 /// what would be unsafe: the layers call them with the shapes their weights fix at
-/// load time.
+/// load time. Every operation that touches a device can fail (out of memory, a failed
+/// launch, a lost device) and returns the error; the CPU backend's only errors are
+/// those of its weights and cache.
 pub trait Backend: Sized + Send {
     /// An activation buffer on the device.
     type Buf: Send + Sync;
@@ -210,17 +212,17 @@ pub trait Backend: Sized + Send {
     fn pass<R: Send>(&mut self, tokens: usize, f: impl FnOnce(&mut Self) -> R + Send) -> R;
 
     /// A buffer of `len` values whose contents are unspecified.
-    fn alloc(&mut self, len: usize) -> Self::Buf;
+    fn alloc(&mut self, len: usize) -> Result<Self::Buf>;
     /// Values a buffer holds.
     fn buf_len(&self, buf: &Self::Buf) -> usize;
     /// Gives a buffer back for reuse.
     fn free(&mut self, buf: Self::Buf);
     /// A buffer holding `values`.
-    fn upload(&mut self, values: &[f32]) -> Self::Buf;
+    fn upload(&mut self, values: &[f32]) -> Result<Self::Buf>;
     /// The values of a buffer.
-    fn download(&mut self, buf: &Self::Buf) -> Vec<f32>;
+    fn download(&mut self, buf: &Self::Buf) -> Result<Vec<f32>>;
     /// Rows `rows` of the `width`-wide rows of `x`, in that order.
-    fn gather_rows(&mut self, x: &Self::Buf, width: usize, rows: &[usize]) -> Self::Buf;
+    fn gather_rows(&mut self, x: &Self::Buf, width: usize, rows: &[usize]) -> Result<Self::Buf>;
 
     /// Embeddings of `tokens` (ids already checked against the vocabulary).
     fn embed(&mut self, table: &Self::Embedding, tokens: &[u32], out: &mut Self::Buf)
@@ -236,14 +238,26 @@ pub trait Backend: Sized + Send {
     ) -> Result<()>;
     /// Zero-centred RMSNorm of each `weight`-wide row: `x · rsqrt(mean(x²) + eps) ·
     /// (1 + w)`.
-    fn rms_norm(&mut self, x: &Self::Buf, weight: &Self::Vector, eps: f32, out: &mut Self::Buf);
+    fn rms_norm(
+        &mut self,
+        x: &Self::Buf,
+        weight: &Self::Vector,
+        eps: f32,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
     /// `x += y`.
-    fn add(&mut self, x: &mut Self::Buf, y: &Self::Buf);
+    fn add(&mut self, x: &mut Self::Buf, y: &Self::Buf) -> Result<()>;
     /// `x ← f(g) · x` element-wise.
-    fn gate(&mut self, gate: Gate, g: &Self::Buf, x: &mut Self::Buf);
+    fn gate(&mut self, gate: Gate, g: &Self::Buf, x: &mut Self::Buf) -> Result<()>;
     /// Row `i` of `out` is row `i` of `a` followed by row `i` of `b` (both `width`
     /// wide).
-    fn concat_rows(&mut self, a: &Self::Buf, b: &Self::Buf, width: usize, out: &mut Self::Buf);
+    fn concat_rows(
+        &mut self,
+        a: &Self::Buf,
+        b: &Self::Buf,
+        width: usize,
+        out: &mut Self::Buf,
+    ) -> Result<()>;
 
     /// Splits the interleaved query/gate projection `qg` into `q` and `gate`, and
     /// applies the per-head q/k norms and partial RoPE at `positions` to `q` and `k`
@@ -256,9 +270,9 @@ pub trait Backend: Sized + Send {
         positions: &[u32],
         q: &mut Self::Buf,
         gate: &mut Self::Buf,
-    );
+    ) -> Result<()>;
     /// Records the largest |key| and |value| (FP8 KV calibration).
-    fn observe_kv(&mut self, observer: &KvObserver, k: &Self::Buf, v: &Self::Buf);
+    fn observe_kv(&mut self, observer: &KvObserver, k: &Self::Buf, v: &Self::Buf) -> Result<()>;
     /// Stores each row's keys and values in its cache row.
     fn store_kv(
         &mut self,
@@ -266,7 +280,7 @@ pub trait Backend: Sized + Send {
         plan: &ForwardPlan,
         k: &Self::Buf,
         v: &Self::Buf,
-    );
+    ) -> Result<()>;
     /// Copies cached rows `(from, to)` of `span`'s sequence, in order (tree
     /// speculation's commit gathering accepted rows into place).
     fn copy_kv_rows(
@@ -275,14 +289,14 @@ pub trait Backend: Sized + Send {
         plan: &ForwardPlan,
         span: &SpanPlan,
         moves: &[(usize, usize)],
-    );
+    ) -> Result<()>;
     /// Logits of `rows` rows of `x` through `lm_head`, on the host (`[rows, vocab]`).
     fn logits(&mut self, lm_head: &Self::Linear, x: &Self::Buf, rows: usize) -> Result<Vec<f32>> {
-        let mut out = self.alloc(rows * lm_head.out_features());
+        let mut out = self.alloc(rows * lm_head.out_features())?;
         self.linear(&[lm_head], x, rows, &mut [&mut out])?;
         let host = self.download(&out);
         self.free(out);
-        Ok(host)
+        host
     }
 
     /// Causal attention of each row's queries over its sequence's cached rows
@@ -294,7 +308,7 @@ pub trait Backend: Sized + Send {
         plan: &ForwardPlan,
         q: &Self::Buf,
         out: &mut Self::Buf,
-    );
+    ) -> Result<()>;
 
     /// The Gated DeltaNet's causal conv + SiLU over each span's rows of `qkv`,
     /// continuing and updating each span's conv window; writes head-major `q`, `k`
@@ -310,7 +324,7 @@ pub trait Backend: Sized + Send {
         q: &mut Self::Buf,
         k: &mut Self::Buf,
         v: &mut Self::Buf,
-    );
+    ) -> Result<()>;
     /// The gates, the delta rule (carrying each span's recurrent state) and the gated
     /// norm: `out` is `[rows, value_heads · value_dim]`, token-major. A tree span's
     /// rows each continue the committed state along their ancestor path (without a
@@ -322,7 +336,7 @@ pub trait Backend: Sized + Send {
         plan: &ForwardPlan,
         inputs: GdnInputs<'_, Self>,
         out: &mut Self::Buf,
-    );
+    ) -> Result<()>;
     /// Advances `span`'s conv window and recurrent state along `path` (rows of the
     /// span, root first, each the child of the one before) from what `kept` holds:
     /// the accepted path of a token tree.
@@ -333,5 +347,5 @@ pub trait Backend: Sized + Send {
         span: &SpanPlan,
         kept: &GdnKept<Self>,
         path: &[usize],
-    );
+    ) -> Result<()>;
 }

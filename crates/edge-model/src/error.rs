@@ -67,6 +67,14 @@ pub enum ModelError {
     /// A request the model cannot serve (e.g. a prompt longer than the context).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// A weight format, activation mode or operation a backend has no kernel for.
+    #[error("the {backend} backend does not support {what}")]
+    Unsupported {
+        /// The backend (`"cuda"`).
+        backend: &'static str,
+        /// What it lacks, naming the layer or operation.
+        what: String,
+    },
     /// An error from the cache (a budget it cannot hold, an unknown sequence).
     #[error(transparent)]
     Cache(#[from] edge_kvcache::KvCacheError),

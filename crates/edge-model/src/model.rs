@@ -54,8 +54,8 @@ impl<B: Backend> DecoderLayer<B> {
         width: usize,
     ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
-        let (mut normed, mut delta) = (be.alloc(t * width), be.alloc(t * width));
-        be.rms_norm(x, &self.input_norm, eps, &mut normed);
+        let (mut normed, mut delta) = (be.alloc(t * width)?, be.alloc(t * width)?);
+        be.rms_norm(x, &self.input_norm, eps, &mut normed)?;
         let kept = match &self.mixer {
             Mixer::Gdn(m) => {
                 let state = memory.recurrent_mut(self.cache_layer);
@@ -67,10 +67,10 @@ impl<B: Backend> DecoderLayer<B> {
                 None
             }
         };
-        be.add(x, &delta);
-        be.rms_norm(x, &self.post_norm, eps, &mut normed);
+        be.add(x, &delta)?;
+        be.rms_norm(x, &self.post_norm, eps, &mut normed)?;
         self.mlp.forward(be, &normed, t, &mut delta)?;
-        be.add(x, &delta);
+        be.add(x, &delta)?;
         be.free(normed);
         be.free(delta);
         Ok(kept)
@@ -241,14 +241,14 @@ impl<B: Backend> Qwen35Model<B> {
     ) -> Result<StepOutput<B>> {
         let (h, t) = (self.config.hidden_size, batch.len());
         let eps = self.config.rms_norm_eps;
-        let mut x = be.alloc(t * h);
+        let mut x = be.alloc(t * h)?;
         be.embed(&self.embed, batch.tokens(), &mut x)?;
         let mut kept = Vec::new();
         for layer in &self.layers {
             kept.extend(layer.forward(be, &mut x, plan, memory, eps, h)?);
         }
-        let mut hidden = be.alloc(t * h);
-        be.rms_norm(&x, &self.norm, eps, &mut hidden);
+        let mut hidden = be.alloc(t * h)?;
+        be.rms_norm(&x, &self.norm, eps, &mut hidden)?;
         be.free(x);
         let logits = self.logits(be, &hidden, batch.logit_rows())?;
         let tree = plan.has_trees().then(|| TreeInputs {
@@ -267,7 +267,7 @@ impl<B: Backend> Qwen35Model<B> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let selected = be.gather_rows(hidden, self.config.hidden_size, rows);
+        let selected = be.gather_rows(hidden, self.config.hidden_size, rows)?;
         let logits = be.logits(&self.lm_head, &selected, rows.len());
         be.free(selected);
         logits

@@ -51,23 +51,23 @@ impl<B: Backend> MtpHead<B> {
                 be.buf_len(hidden)
             )));
         }
-        let mut e = be.alloc(t * h);
+        let mut e = be.alloc(t * h)?;
         be.embed(model.embedding(), batch.tokens(), &mut e)?;
-        let (mut en, mut hn) = (be.alloc(t * h), be.alloc(t * h));
-        be.rms_norm(&e, &self.pre_fc_norm_embedding, self.eps, &mut en);
-        be.rms_norm(hidden, &self.pre_fc_norm_hidden, self.eps, &mut hn);
+        let (mut en, mut hn) = (be.alloc(t * h)?, be.alloc(t * h)?);
+        be.rms_norm(&e, &self.pre_fc_norm_embedding, self.eps, &mut en)?;
+        be.rms_norm(hidden, &self.pre_fc_norm_hidden, self.eps, &mut hn)?;
         // Embedding first, hidden second.
-        let mut combined = be.alloc(t * 2 * h);
-        be.concat_rows(&en, &hn, h, &mut combined);
+        let mut combined = be.alloc(t * 2 * h)?;
+        be.concat_rows(&en, &hn, h, &mut combined)?;
         for buf in [e, en, hn] {
             be.free(buf);
         }
-        let mut x = be.alloc(t * h);
+        let mut x = be.alloc(t * h)?;
         be.linear(&[&self.fc], &combined, t, &mut [&mut x])?;
         be.free(combined);
         self.layer.forward(be, &mut x, plan, memory, self.eps, h)?;
-        let mut out = be.alloc(t * h);
-        be.rms_norm(&x, &self.norm, self.eps, &mut out);
+        let mut out = be.alloc(t * h)?;
+        be.rms_norm(&x, &self.norm, self.eps, &mut out)?;
         be.free(x);
         Ok(out)
     }

@@ -56,7 +56,8 @@ impl<B: Backend> Qwen35Model<B> {
     ///
     /// A path that is not a root-first chain of the span's rows, a sequence without a
     /// tree span in the pass, or one that changed since, is an error before anything
-    /// changes.
+    /// changes. A device failure during the commit leaves the listed sequences' lengths
+    /// unchanged but their recurrent state partly advanced: drop or restore them.
     pub fn commit_tree<C>(
         &self,
         be: &mut B,
@@ -79,9 +80,13 @@ impl<B: Backend> Qwen35Model<B> {
         let rows = paths.iter().map(|p| p.rows.len()).sum();
         // Inside a pass, as a forward: the CPU backend's parallel regions then run on
         // its workers (and a decode-sized commit on its spinning team).
-        be.pass(rows, |be| {
+        let committed = be.pass(rows, |be| {
             self.commit_rows(be, &tree, &spans, paths, memory)
         });
+        if let Err(e) = committed {
+            tree.free(be);
+            return Err(e);
+        }
         for (&s, path) in spans.iter().zip(paths) {
             cache.set_len(path.seq, tree.plan.spans[s].first + path.rows.len())?;
         }
@@ -97,7 +102,7 @@ impl<B: Backend> Qwen35Model<B> {
         spans: &[usize],
         paths: &[AcceptedPath],
         memory: &mut B::Memory,
-    ) {
+    ) -> Result<()> {
         let plan = &tree.plan;
         let mut gdn = tree.gdn.iter();
         for layer in &self.layers {
@@ -111,18 +116,19 @@ impl<B: Backend> Qwen35Model<B> {
                             .map(|(k, &r)| (span.first + slots[r] as usize, span.first + k))
                             .filter(|(from, to)| from != to)
                             .collect();
-                        be.copy_kv_rows(kv, plan, span, &moves);
+                        be.copy_kv_rows(kv, plan, span, &moves)?;
                     }
                 }
                 Mixer::Gdn(m) => {
                     let kept = gdn.next().expect("one kept entry per Gated DeltaNet layer");
                     let state = memory.recurrent_mut(layer.cache_layer);
                     for (&s, path) in spans.iter().zip(paths) {
-                        be.gdn_commit(m, state, &plan.spans[s], kept, &path.rows);
+                        be.gdn_commit(m, state, &plan.spans[s], kept, &path.rows)?;
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// The span of each path, after checking the path against it and the cache.

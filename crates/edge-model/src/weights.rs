@@ -212,6 +212,22 @@ impl Embedding {
         Ok(())
     }
 
+    /// Rows (tokens) of the table.
+    pub fn vocab(&self) -> usize {
+        self.vocab
+    }
+
+    /// Width of a row.
+    pub fn hidden(&self) -> usize {
+        self.hidden
+    }
+
+    /// The stored element type and little-endian bytes (`[vocab, hidden]`), for a device
+    /// upload in the stored form.
+    pub fn stored(&self) -> (DType, &[u8]) {
+        (self.view.dtype, &self.view.data)
+    }
+
     /// The table as a linear weight (for a tied `lm_head`), sharing the stored bytes.
     pub fn as_linear(&self) -> Result<Linear> {
         let weight = match self.view.dtype {

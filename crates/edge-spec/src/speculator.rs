@@ -147,7 +147,7 @@ impl<B: Backend> Speculator<B> {
         self.stats.accepted += accepted.path.len() - 1;
         let mut emitted: Vec<u32> = accepted.path[1..].iter().map(|&r| tokens[r]).collect();
         emitted.push(accepted.next);
-        let hidden = be.gather_rows(&out.hidden, h, &accepted.path);
+        let hidden = be.gather_rows(&out.hidden, h, &accepted.path)?;
         be.free(out.hidden);
         self.pending = Some(Pending {
             hidden,
@@ -212,7 +212,7 @@ impl<B: Backend> Speculator<B> {
                 positions.push((len + d - 1) as u32);
                 parents_rows.push(prow);
             }
-            let input = be.gather_rows(&level.hidden, h, &parents_rows);
+            let input = be.gather_rows(&level.hidden, h, &parents_rows)?;
             let layout = TreeLayout {
                 base: len,
                 slots: rows.iter().map(|r| r.expect("draft rows").0).collect(),
@@ -261,7 +261,7 @@ impl<B: Backend> Speculator<B> {
         be.free(p.hidden);
         let out = out?;
         let h = model.config().hidden_size;
-        let last = be.gather_rows(&out.hidden, h, &[p.next.len() - 1]);
+        let last = be.gather_rows(&out.hidden, h, &[p.next.len() - 1])?;
         be.free(out.hidden);
         Ok((out.logits, last))
     }

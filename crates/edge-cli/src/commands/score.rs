@@ -71,7 +71,7 @@ pub fn run(a: ScoreArgs) -> Result<(), CliError> {
         let rows =
             session
                 .backend_mut()
-                .gather_rows(&out.hidden, h, &(0..t - 1).collect::<Vec<_>>());
+                .gather_rows(&out.hidden, h, &(0..t - 1).collect::<Vec<_>>())?;
         let mtp = session.mtp_forward(&ids[1..], &rows, 0, LogitRows::All)?;
         write_logits(path, &mtp.logits, t - 1, vocab)?;
     }

@@ -114,8 +114,8 @@ impl Backend for Cpu {
         on_worker(tokens, || f(self))
     }
 
-    fn alloc(&mut self, len: usize) -> ScratchBuf {
-        self.scratch.take(len)
+    fn alloc(&mut self, len: usize) -> Result<ScratchBuf> {
+        Ok(self.scratch.take(len))
     }
 
     fn buf_len(&self, buf: &ScratchBuf) -> usize {
@@ -126,22 +126,22 @@ impl Backend for Cpu {
         self.scratch.give(buf);
     }
 
-    fn upload(&mut self, values: &[f32]) -> ScratchBuf {
+    fn upload(&mut self, values: &[f32]) -> Result<ScratchBuf> {
         let mut buf = self.scratch.take(values.len());
         buf.copy_from_slice(values);
-        buf
+        Ok(buf)
     }
 
-    fn download(&mut self, buf: &ScratchBuf) -> Vec<f32> {
-        buf.to_vec()
+    fn download(&mut self, buf: &ScratchBuf) -> Result<Vec<f32>> {
+        Ok(buf.to_vec())
     }
 
-    fn gather_rows(&mut self, x: &ScratchBuf, width: usize, rows: &[usize]) -> ScratchBuf {
+    fn gather_rows(&mut self, x: &ScratchBuf, width: usize, rows: &[usize]) -> Result<ScratchBuf> {
         let mut out = self.scratch.take(rows.len() * width);
         for (o, &r) in out.chunks_exact_mut(width).zip(rows) {
             o.copy_from_slice(&x[r * width..][..width]);
         }
-        out
+        Ok(out)
     }
 
     fn embed(&mut self, table: &Embedding, tokens: &[u32], out: &mut ScratchBuf) -> Result<()> {
@@ -172,24 +172,40 @@ impl Backend for Cpu {
         Ok(out)
     }
 
-    fn rms_norm(&mut self, x: &ScratchBuf, weight: &Vec<f32>, eps: f32, out: &mut ScratchBuf) {
+    fn rms_norm(
+        &mut self,
+        x: &ScratchBuf,
+        weight: &Vec<f32>,
+        eps: f32,
+        out: &mut ScratchBuf,
+    ) -> Result<()> {
         norm::rms_norm_zero_centred_into(x, weight, eps, out);
+        Ok(())
     }
 
-    fn add(&mut self, x: &mut ScratchBuf, y: &ScratchBuf) {
+    fn add(&mut self, x: &mut ScratchBuf, y: &ScratchBuf) -> Result<()> {
         norm::add_in_place(x, y);
+        Ok(())
     }
 
-    fn gate(&mut self, gate: Gate, g: &ScratchBuf, x: &mut ScratchBuf) {
+    fn gate(&mut self, gate: Gate, g: &ScratchBuf, x: &mut ScratchBuf) -> Result<()> {
         norm::gate_in_place(gate, g, x);
+        Ok(())
     }
 
-    fn concat_rows(&mut self, a: &ScratchBuf, b: &ScratchBuf, width: usize, out: &mut ScratchBuf) {
+    fn concat_rows(
+        &mut self,
+        a: &ScratchBuf,
+        b: &ScratchBuf,
+        width: usize,
+        out: &mut ScratchBuf,
+    ) -> Result<()> {
         let rows = out.chunks_exact_mut(2 * width);
         for ((o, x), y) in rows.zip(a.chunks_exact(width)).zip(b.chunks_exact(width)) {
             o[..width].copy_from_slice(x);
             o[width..].copy_from_slice(y);
         }
+        Ok(())
     }
 
     fn attention_inputs(
@@ -200,17 +216,26 @@ impl Backend for Cpu {
         positions: &[u32],
         q: &mut ScratchBuf,
         gate: &mut ScratchBuf,
-    ) {
+    ) -> Result<()> {
         attention::prepare(layer, qg, k, positions, q, gate);
+        Ok(())
     }
 
-    fn observe_kv(&mut self, observer: &KvObserver, k: &ScratchBuf, v: &ScratchBuf) {
+    fn observe_kv(&mut self, observer: &KvObserver, k: &ScratchBuf, v: &ScratchBuf) -> Result<()> {
         observer.k.observe(k);
         observer.v.observe(v);
+        Ok(())
     }
 
-    fn store_kv(&mut self, kv: &mut HostKv, plan: &ForwardPlan, k: &ScratchBuf, v: &ScratchBuf) {
+    fn store_kv(
+        &mut self,
+        kv: &mut HostKv,
+        plan: &ForwardPlan,
+        k: &ScratchBuf,
+        v: &ScratchBuf,
+    ) -> Result<()> {
         attention::store(kv, plan, k, v);
+        Ok(())
     }
 
     fn attend(
@@ -220,8 +245,9 @@ impl Backend for Cpu {
         plan: &ForwardPlan,
         q: &ScratchBuf,
         out: &mut ScratchBuf,
-    ) {
+    ) -> Result<()> {
         attention::attend(layer, kv, plan, q, out);
+        Ok(())
     }
 
     fn gdn_conv(
@@ -233,11 +259,12 @@ impl Backend for Cpu {
         q: &mut ScratchBuf,
         k: &mut ScratchBuf,
         v: &mut ScratchBuf,
-    ) {
+    ) -> Result<()> {
         gdn::conv(layer, state, plan, qkv, (&mut *q, &mut *k, &mut *v));
         if plan.has_trees() {
             gdn_tree::conv(layer, state, plan, qkv, (q, k, v));
         }
+        Ok(())
     }
 
     fn gdn_recurrence(
@@ -247,7 +274,7 @@ impl Backend for Cpu {
         plan: &ForwardPlan,
         x: GdnInputs<'_, Self>,
         out: &mut ScratchBuf,
-    ) {
+    ) -> Result<()> {
         let inputs = gdn::Inputs {
             q: x.q,
             k: x.k,
@@ -260,6 +287,7 @@ impl Backend for Cpu {
         if plan.has_trees() {
             gdn_tree::recurrence(layer, state, plan, inputs, out);
         }
+        Ok(())
     }
 
     fn copy_kv_rows(
@@ -268,10 +296,11 @@ impl Backend for Cpu {
         plan: &ForwardPlan,
         span: &SpanPlan,
         moves: &[(usize, usize)],
-    ) {
+    ) -> Result<()> {
         for &(from, to) in moves {
             kv.copy_row(plan.cache_slot(span, from), plan.cache_slot(span, to));
         }
+        Ok(())
     }
 
     fn gdn_commit(
@@ -281,7 +310,8 @@ impl Backend for Cpu {
         span: &SpanPlan,
         kept: &GdnKept<Self>,
         path: &[usize],
-    ) {
+    ) -> Result<()> {
         gdn_tree::commit(layer, state, span, (&kept.qkv, &kept.b, &kept.a), path);
+        Ok(())
     }
 }

@@ -67,28 +67,28 @@ impl<B: Backend> GatedAttention<B> {
     ) -> Result<()> {
         let t = plan.tokens();
         let (h, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let mut qg = be.alloc(t * h * 2 * d);
-        let mut k = be.alloc(t * hkv * d);
-        let mut v = be.alloc(t * hkv * d);
+        let mut qg = be.alloc(t * h * 2 * d)?;
+        let mut k = be.alloc(t * hkv * d)?;
+        let mut v = be.alloc(t * hkv * d)?;
         be.linear(
             &[&self.q_proj, &self.k_proj, &self.v_proj],
             x,
             t,
             &mut [&mut qg, &mut k, &mut v],
         )?;
-        let mut q = be.alloc(t * h * d);
-        let mut gate = be.alloc(t * h * d);
-        be.attention_inputs(self, &qg, &mut k, &plan.positions, &mut q, &mut gate);
+        let mut q = be.alloc(t * h * d)?;
+        let mut gate = be.alloc(t * h * d)?;
+        be.attention_inputs(self, &qg, &mut k, &plan.positions, &mut q, &mut gate)?;
         if let Some(obs) = &self.kv_observer {
-            be.observe_kv(obs, &k, &v);
+            be.observe_kv(obs, &k, &v)?;
         }
-        be.store_kv(kv, plan, &k, &v);
+        be.store_kv(kv, plan, &k, &v)?;
         for buf in [qg, k, v] {
             be.free(buf);
         }
-        let mut attn = be.alloc(t * h * d);
-        be.attend(self, kv, plan, &q, &mut attn);
-        be.gate(Gate::Sigmoid, &gate, &mut attn);
+        let mut attn = be.alloc(t * h * d)?;
+        be.attend(self, kv, plan, &q, &mut attn)?;
+        be.gate(Gate::Sigmoid, &gate, &mut attn)?;
         be.linear(&[&self.o_proj], &attn, t, &mut [out])?;
         for buf in [q, gate, attn] {
             be.free(buf);

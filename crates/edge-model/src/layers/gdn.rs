@@ -82,10 +82,10 @@ impl<B: Backend> GatedDeltaNet<B> {
     ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
         let (hk, hv, dk, dv) = self.dims();
-        let mut qkv = be.alloc(t * self.channels());
-        let mut z = be.alloc(t * hv * dv);
-        let mut b = be.alloc(t * hv);
-        let mut a = be.alloc(t * hv);
+        let mut qkv = be.alloc(t * self.channels())?;
+        let mut z = be.alloc(t * hv * dv)?;
+        let mut b = be.alloc(t * hv)?;
+        let mut a = be.alloc(t * hv)?;
         be.linear(
             &[
                 &self.in_proj_qkv,
@@ -97,11 +97,11 @@ impl<B: Backend> GatedDeltaNet<B> {
             t,
             &mut [&mut qkv, &mut z, &mut b, &mut a],
         )?;
-        let mut q = be.alloc(hk * t * dk);
-        let mut k = be.alloc(hk * t * dk);
-        let mut v = be.alloc(hv * t * dv);
-        be.gdn_conv(self, state, plan, &qkv, &mut q, &mut k, &mut v);
-        let mut y = be.alloc(t * hv * dv);
+        let mut q = be.alloc(hk * t * dk)?;
+        let mut k = be.alloc(hk * t * dk)?;
+        let mut v = be.alloc(hv * t * dv)?;
+        be.gdn_conv(self, state, plan, &qkv, &mut q, &mut k, &mut v)?;
+        let mut y = be.alloc(t * hv * dv)?;
         let inputs = GdnInputs {
             q: &q,
             k: &k,
@@ -110,7 +110,7 @@ impl<B: Backend> GatedDeltaNet<B> {
             a: &a,
             z: &z,
         };
-        be.gdn_recurrence(self, state, plan, inputs, &mut y);
+        be.gdn_recurrence(self, state, plan, inputs, &mut y)?;
         for buf in [q, k, v, z] {
             be.free(buf);
         }

@@ -16,6 +16,11 @@ impl Rope {
         Rope { inv_freq }
     }
 
+    /// The inverse frequencies, one per rotated pair (what a device kernel uploads).
+    pub fn inv_freq(&self) -> &[f32] {
+        &self.inv_freq
+    }
+
     /// Rotated channels per head.
     pub fn rotary_dim(&self) -> usize {
         2 * self.inv_freq.len()

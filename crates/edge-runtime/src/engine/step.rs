@@ -94,8 +94,19 @@ impl<B: Backend> Engine<B> {
         if batch.is_empty() {
             return;
         }
-        let out = match model.forward(&mut self.backend, &batch, &mut self.cache) {
-            Ok(out) => out,
+        let want_hidden = self.config.speculation.is_some() && prefill.is_some();
+        let ran = model
+            .forward(&mut self.backend, &batch, &mut self.cache)
+            .and_then(|out| {
+                let hidden = match want_hidden {
+                    true => Some(self.backend.download(&out.hidden)),
+                    false => None,
+                };
+                self.backend.free(out.hidden);
+                Ok((out.logits, hidden.transpose()?))
+            });
+        let (logits, hidden) = match ran {
+            Ok(ran) => ran,
             Err(e) => {
                 for (i, _) in roles {
                     let msg = format!("a forward pass failed: {e}");
@@ -105,21 +116,18 @@ impl<B: Backend> Engine<B> {
             }
         };
         let vocab = model.config().vocab_size;
-        let hidden = (self.config.speculation.is_some() && prefill.is_some())
-            .then(|| self.backend.download(&out.hidden));
-        self.backend.free(out.hidden);
         let (mut logit_row, mut batch_row) = (0, 0);
         for (i, role) in roles {
             match role {
                 Role::Decode => {
-                    let row = &out.logits[logit_row * vocab..][..vocab];
+                    let row = &logits[logit_row * vocab..][..vocab];
                     logit_row += 1;
                     batch_row += 1;
                     self.decoded(model, i, row);
                 }
                 Role::Prefill(from, to, snapshot) => {
                     let last = to == self.active[i].req.prompt.len();
-                    let logits = last.then(|| out.logits[logit_row * vocab..][..vocab].to_vec());
+                    let logits = last.then(|| logits[logit_row * vocab..][..vocab].to_vec());
                     let h = model.config().hidden_size;
                     let span_hidden = (hidden.as_deref())
                         .map(|all| &all[batch_row * h..(batch_row + to - from) * h]);
@@ -221,11 +229,13 @@ impl<B: Backend> Engine<B> {
         };
         let speculator = match (self.config.speculation, hidden) {
             (Some(cfg), Some(hidden)) if a.speculate => match Speculator::new(model, cfg) {
-                Ok(mut s) => {
-                    let row = self.backend.upload(&hidden);
-                    s.start(row, token, len - 1);
-                    Some(s)
-                }
+                Ok(mut s) => match self.backend.upload(&hidden) {
+                    Ok(row) => {
+                        s.start(row, token, len - 1);
+                        Some(s)
+                    }
+                    Err(e) => return a.fail(e.into()),
+                },
                 Err(e) => return a.fail(e.into()),
             },
             _ => None,
@@ -297,7 +307,7 @@ fn mtp_rows<B: Backend>(
         })?);
     }
     rows.extend_from_slice(&hidden[..(b - a - 1) * h]);
-    let rows = backend.upload(&rows);
+    let rows = backend.upload(&rows)?;
     let batch = StepBatch::single(seq, &prompt[first..b], first - 1, LogitRows::None);
     let out = model.mtp_forward(backend, &batch, &rows, cache);
     backend.free(rows);
