@@ -4,13 +4,17 @@
 //! ignored without a GPU; `kernels/host_emulation/check_model.py` runs the same kernels on
 //! the host).
 //!
-//! These are the building blocks of the CUDA [`crate::Backend`], with the cache's
-//! device memory ([`CudaCacheMemory`]); the backend itself (device buffers, weight
-//! upload, CUDA graphs) and the Gated DeltaNet's chunked prompt form are not built yet.
+//! [`CudaBackend`] puts them together behind [`crate::Backend`], with the cache's device
+//! memory ([`CudaCacheMemory`]) and weights uploaded once. Not built yet: CUDA graphs for
+//! the decode step, a flash-style prompt attention and the Gated DeltaNet's chunked
+//! prompt form (prompts run the row kernels).
 
 mod attention;
 #[cfg(test)]
 mod attention_tests;
+mod backend;
+#[cfg(test)]
+mod backend_tests;
 mod gdn;
 mod kv_store;
 mod memory;
@@ -24,6 +28,9 @@ mod tests;
 
 pub use attention::{
     DeviceAttentionRows, KvPages, MAX_GROUP, MAX_ROWS, PagedAttention, attention_rows,
+};
+pub use backend::{
+    CudaBackend, CudaEmbedding, CudaLinear, CudaVector, DEFAULT_POOL_BYTES, DeviceBuf,
 };
 pub use gdn::{
     GdnHeads, GdnInputs, GdnLayer, GdnSpans, MAX_CONV_KERNEL, MAX_HEAD_DIM, gdn_conv,

@@ -1,0 +1,101 @@
+//! The CUDA backend's activation buffers and the caching pool they come from.
+//!
+//! The kernels' wrappers check every operand's exact length, so a buffer is a device
+//! allocation of exactly its length, and the pool keeps freed allocations per length: a
+//! decode loop asks for the same few lengths every step and, after its first step,
+//! allocates nothing. Zero-length buffers hold no allocation (CUDA has no empty one).
+
+use crate::Result;
+use edge_core::cuda::{CudaDevice, CudaSlice};
+use std::collections::HashMap;
+
+/// An f32 activation buffer on the device.
+pub struct DeviceBuf {
+    data: Option<CudaSlice<f32>>,
+}
+
+impl DeviceBuf {
+    /// Values it holds.
+    pub fn len(&self) -> usize {
+        self.data.as_ref().map_or(0, |d| d.len())
+    }
+
+    /// True for a zero-length buffer.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_none()
+    }
+
+    /// The allocation (`None` when empty).
+    pub fn slice(&self) -> Option<&CudaSlice<f32>> {
+        self.data.as_ref()
+    }
+
+    /// The allocation, writable (`None` when empty).
+    pub fn slice_mut(&mut self) -> Option<&mut CudaSlice<f32>> {
+        self.data.as_mut()
+    }
+
+    pub(super) fn from_slice(data: CudaSlice<f32>) -> Self {
+        DeviceBuf { data: Some(data) }
+    }
+
+    pub(super) fn empty() -> Self {
+        DeviceBuf { data: None }
+    }
+}
+
+impl std::fmt::Debug for DeviceBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuf({})", self.len())
+    }
+}
+
+/// Freed buffers by length, up to a byte limit.
+pub(super) struct BufferPool {
+    free: HashMap<usize, Vec<CudaSlice<f32>>>,
+    pooled_bytes: usize,
+    limit_bytes: usize,
+}
+
+impl BufferPool {
+    pub(super) fn new(limit_bytes: usize) -> Self {
+        BufferPool {
+            free: HashMap::new(),
+            pooled_bytes: 0,
+            limit_bytes,
+        }
+    }
+
+    /// A buffer of `len` values: a pooled one of that length, or a fresh zeroed
+    /// allocation.
+    pub(super) fn take(&mut self, dev: &CudaDevice, len: usize) -> Result<DeviceBuf> {
+        if len == 0 {
+            return Ok(DeviceBuf::empty());
+        }
+        if let Some(slice) = self.free.get_mut(&len).and_then(Vec::pop) {
+            self.pooled_bytes -= 4 * len;
+            return Ok(DeviceBuf::from_slice(slice));
+        }
+        Ok(DeviceBuf::from_slice(dev.zeros(len)?))
+    }
+
+    /// Keeps `buf` for reuse; past the limit, the pool is emptied first (prompt passes
+    /// of many lengths would otherwise hold memory the cache could use).
+    pub(super) fn give(&mut self, buf: DeviceBuf) {
+        let Some(slice) = buf.data else { return };
+        let bytes = 4 * slice.len();
+        if self.pooled_bytes + bytes > self.limit_bytes {
+            self.free.clear();
+            self.pooled_bytes = 0;
+        }
+        if bytes <= self.limit_bytes {
+            self.pooled_bytes += bytes;
+            self.free.entry(slice.len()).or_default().push(slice);
+        }
+    }
+
+    /// Bytes held for reuse.
+    pub(super) fn pooled_bytes(&self) -> usize {
+        self.pooled_bytes
+    }
+}

@@ -1,0 +1,495 @@
+//! The CUDA [`Backend`]: the model's orchestration ([`crate::Qwen35Model`], the layers)
+//! runs unchanged on one GPU, each operation mapped onto a launch wrapper of
+//! [`crate::cuda`] on the device's stream, with activations in pooled device buffers
+//! ([`DeviceBuf`]), weights uploaded once ([`WeightUpload`](crate::WeightUpload), see
+//! [`CudaLinear`]) and the cache in device memory ([`CudaCacheMemory`]).
+//!
+//! ```no_run
+//! # fn main() -> edge_model::Result<()> {
+//! use edge_core::cuda::KernelCache;
+//! use edge_kvcache::CacheConfig;
+//! use edge_model::cuda::CudaBackend;
+//! use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session};
+//!
+//! let host = Qwen35Model::load("models/demo".as_ref(), ActivationMode::Bf16)?;
+//! let mut gpu = CudaBackend::new(0, KernelCache::disabled())?;
+//! let model = host.to_backend(&mut gpu)?;
+//! let mut session = Session::with_backend(&model, gpu, CacheConfig::default())?;
+//! let out = session.forward(&[1, 2, 3], LogitRows::Last)?;
+//! # let _ = out; Ok(()) }
+//! ```
+//!
+//! Launches are asynchronous; a failed launch or allocation is returned by the
+//! operation that made it, and a fault inside a kernel by the next synchronising call
+//! (a download, the logits). The CPU-only calibration hook ([`Backend::observe_kv`]) is
+//! refused: calibrate on the CPU.
+
+mod buffers;
+mod plans;
+mod weights;
+
+pub use buffers::DeviceBuf;
+pub use weights::{CudaEmbedding, CudaLinear, CudaVector};
+
+use super::gdn::{GdnHeads, GdnLayer};
+use super::memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent};
+use super::{KvPages, PagedAttention, rope};
+use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, LinearShape, SpanPlan};
+use crate::gdn_rows::GdnRows;
+use crate::layers::attention::{GatedAttention, KvObserver};
+use crate::layers::gdn::GatedDeltaNet;
+use crate::{ModelError, Result};
+use buffers::BufferPool;
+use edge_core::cuda::{CudaDevice, CudaSlice, KernelCache};
+use edge_kvcache::{CacheConfig, CacheSpec, PoolCapacity};
+use plans::{Mirror, PlanUploads};
+use std::sync::Arc;
+
+/// Bytes of freed activation buffers the pool keeps by default.
+pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+
+/// The CUDA backend on one device. Keep one per thread of control (an engine, a
+/// session), as with the CPU backend: its buffer pool and plan uploads are its own.
+pub struct CudaBackend {
+    dev: Arc<CudaDevice>,
+    pool: BufferPool,
+    plans: PlanUploads,
+    /// The rows' positions (every attention layer of a pass takes the same).
+    positions: Mirror<u32>,
+    /// The rotary inverse frequencies (every attention layer of a model shares them).
+    inv_freq: Mirror<f32>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("device", &self.dev)
+            .field("pooled_bytes", &self.pool.pooled_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    /// The backend on GPU `ordinal`, compiling kernels through `cache`. Fails with a
+    /// clear error when no driver, no such device or no NVRTC is found.
+    pub fn new(ordinal: usize, cache: KernelCache) -> Result<Self> {
+        Ok(Self::on(CudaDevice::new(ordinal, cache)?))
+    }
+
+    /// The backend on an opened device.
+    pub fn on(dev: Arc<CudaDevice>) -> Self {
+        CudaBackend {
+            dev,
+            pool: BufferPool::new(DEFAULT_POOL_BYTES),
+            plans: PlanUploads::default(),
+            positions: Mirror::new(),
+            inv_freq: Mirror::new(),
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.dev
+    }
+
+    /// Waits for every launch so far and returns the first fault among them.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.dev.synchronize()?)
+    }
+}
+
+/// The operands of an operation, all empty (a zero-row call: nothing to launch) or all
+/// allocated.
+fn operands<'a, const N: usize>(
+    op: &str,
+    bufs: [&'a DeviceBuf; N],
+) -> Result<Option<[&'a CudaSlice<f32>; N]>> {
+    let present = bufs.iter().filter(|b| !b.is_empty()).count();
+    match present {
+        0 => Ok(None),
+        n if n == N => Ok(Some(bufs.map(|b| b.slice().expect("non-empty")))),
+        _ => Err(ModelError::InvalidInput(format!(
+            "{op}: some operands are empty and others not ({:?})",
+            bufs.map(DeviceBuf::len)
+        ))),
+    }
+}
+
+/// The one written operand of an operation, or `None` when the call has no rows.
+fn output<'a>(
+    op: &str,
+    buf: &'a mut DeviceBuf,
+    inputs_empty: bool,
+) -> Result<Option<&'a mut CudaSlice<f32>>> {
+    match (buf.slice_mut(), inputs_empty) {
+        (None, true) => Ok(None),
+        (Some(s), false) => Ok(Some(s)),
+        (s, _) => Err(ModelError::InvalidInput(format!(
+            "{op}: the output is {} and the inputs {}",
+            if s.is_some() { "allocated" } else { "empty" },
+            if inputs_empty { "empty" } else { "allocated" }
+        ))),
+    }
+}
+
+/// Cache slots (`page · block + row`) of `moves` between cache rows of `span`.
+fn slot_moves(
+    plan: &ForwardPlan,
+    span: &SpanPlan,
+    moves: &[(usize, usize)],
+) -> Result<Vec<(u32, u32)>> {
+    let slot = |r: usize| -> Result<u32> {
+        let (page, row) = plan.cache_slot(span, r);
+        crate::error::dim_u32("kv copy", "slot", page.index() * plan.block_size + row)
+    };
+    moves
+        .iter()
+        .map(|&(a, b)| Ok((slot(a)?, slot(b)?)))
+        .collect()
+}
+
+impl Backend for CudaBackend {
+    type Buf = DeviceBuf;
+    type Linear = CudaLinear;
+    type Vector = CudaVector;
+    type Embedding = CudaEmbedding;
+    type Memory = CudaCacheMemory;
+
+    /// Pools preallocated from `config.budget_bytes` ([`PoolCapacity::for_budget`]).
+    fn cache_memory(&mut self, spec: &CacheSpec, config: &CacheConfig) -> Result<CudaCacheMemory> {
+        let capacity = PoolCapacity::for_budget(spec, config.budget_bytes);
+        CudaCacheMemory::new(&self.dev, spec, capacity)
+    }
+
+    fn pass<R: Send>(&mut self, _tokens: usize, f: impl FnOnce(&mut Self) -> R + Send) -> R {
+        f(self)
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<DeviceBuf> {
+        self.pool.take(&self.dev, len)
+    }
+
+    fn buf_len(&self, buf: &DeviceBuf) -> usize {
+        buf.len()
+    }
+
+    fn free(&mut self, buf: DeviceBuf) {
+        self.pool.give(buf);
+    }
+
+    fn upload(&mut self, values: &[f32]) -> Result<DeviceBuf> {
+        if values.is_empty() {
+            return Ok(DeviceBuf::empty());
+        }
+        Ok(DeviceBuf::from_slice(self.dev.upload(values)?))
+    }
+
+    fn download(&mut self, buf: &DeviceBuf) -> Result<Vec<f32>> {
+        match buf.slice() {
+            None => Ok(Vec::new()),
+            Some(s) => Ok(self.dev.download(s)?),
+        }
+    }
+
+    fn gather_rows(&mut self, x: &DeviceBuf, width: usize, rows: &[usize]) -> Result<DeviceBuf> {
+        let mut out = self.alloc(rows.len() * width)?;
+        let Some(dst) = out.slice_mut() else {
+            return Ok(out);
+        };
+        let [src] = operands("gather_rows", [x])?.ok_or_else(|| {
+            ModelError::InvalidInput("gather_rows: rows of an empty buffer".into())
+        })?;
+        let host: Vec<u32> = (rows.iter())
+            .map(|&r| crate::error::dim_u32("gather_rows", "row", r))
+            .collect::<Result<_>>()?;
+        let on_device = self.dev.upload(&host)?;
+        super::gather_rows(&self.dev, src, width, &on_device, &host, dst)?;
+        Ok(out)
+    }
+
+    fn embed(&mut self, table: &CudaEmbedding, tokens: &[u32], out: &mut DeviceBuf) -> Result<()> {
+        let Some(dst) = output("embed", out, tokens.is_empty())? else {
+            return Ok(());
+        };
+        let ids = self.dev.upload(tokens)?;
+        super::embed_bf16(&self.dev, &table.table, table.hidden, &ids, tokens, dst)
+    }
+
+    fn linear(
+        &mut self,
+        layers: &[&CudaLinear],
+        x: &DeviceBuf,
+        rows: usize,
+        outs: &mut [&mut DeviceBuf],
+    ) -> Result<()> {
+        let Some([x]) = operands("linear", [x])? else {
+            return Ok(());
+        };
+        for (layer, out) in layers.iter().zip(outs.iter_mut()) {
+            let y = output("linear", out, false)?.expect("allocated");
+            layer.forward(self, x, rows, y)?;
+        }
+        Ok(())
+    }
+
+    fn rms_norm(
+        &mut self,
+        x: &DeviceBuf,
+        weight: &CudaVector,
+        eps: f32,
+        out: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([x]) = operands("rms_norm", [x])? else {
+            return Ok(());
+        };
+        let y = output("rms_norm", out, false)?.expect("allocated");
+        super::rms_norm(&self.dev, x, &weight.0, eps, y)
+    }
+
+    fn add(&mut self, x: &mut DeviceBuf, y: &DeviceBuf) -> Result<()> {
+        let Some([y]) = operands("add", [y])? else {
+            return Ok(());
+        };
+        let x = output("add", x, false)?.expect("allocated");
+        super::add(&self.dev, x, y)
+    }
+
+    fn gate(&mut self, gate: Gate, g: &DeviceBuf, x: &mut DeviceBuf) -> Result<()> {
+        let Some([g]) = operands("gate", [g])? else {
+            return Ok(());
+        };
+        let x = output("gate", x, false)?.expect("allocated");
+        super::gate(&self.dev, gate, g, x)
+    }
+
+    fn concat_rows(
+        &mut self,
+        a: &DeviceBuf,
+        b: &DeviceBuf,
+        width: usize,
+        out: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([a, b]) = operands("concat_rows", [a, b])? else {
+            return Ok(());
+        };
+        let y = output("concat_rows", out, false)?.expect("allocated");
+        super::concat_rows(&self.dev, a, b, width, y)
+    }
+
+    fn attention_inputs(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        qg: &DeviceBuf,
+        k: &mut DeviceBuf,
+        positions: &[u32],
+        q: &mut DeviceBuf,
+        gate: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([qg]) = operands("attention_inputs", [qg])? else {
+            return Ok(());
+        };
+        let dev = &self.dev;
+        let on_device = self.positions.get(dev, positions)?;
+        let inv_freq = self.inv_freq.get(dev, layer.rope.inv_freq())?;
+        let norms = rope::AttentionNorms {
+            heads: layer.heads,
+            kv_heads: layer.kv_heads,
+            head_dim: layer.head_dim,
+            q_norm: &layer.q_norm.0,
+            k_norm: &layer.k_norm.0,
+            inv_freq,
+            eps: layer.eps,
+        };
+        let k = output("attention_inputs", k, false)?.expect("allocated");
+        let q = output("attention_inputs", q, false)?.expect("allocated");
+        let gate = output("attention_inputs", gate, false)?.expect("allocated");
+        super::attention_inputs(dev, &norms, qg, k, on_device, q, gate)
+    }
+
+    fn observe_kv(&mut self, _observer: &KvObserver, _k: &DeviceBuf, _v: &DeviceBuf) -> Result<()> {
+        Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: "FP8 KV calibration (calibrate on the CPU backend)".into(),
+        })
+    }
+
+    fn store_kv(
+        &mut self,
+        kv: &mut DeviceKv,
+        plan: &ForwardPlan,
+        k: &DeviceBuf,
+        v: &DeviceBuf,
+    ) -> Result<()> {
+        let Some([k, v]) = operands("store_kv", [k, v])? else {
+            return Ok(());
+        };
+        let dev = self.dev.clone();
+        let rows = self.plans.attention(&dev, plan)?;
+        super::kv_store(&dev, &mut kv.layer_mut(), rows, k, v)
+    }
+
+    fn copy_kv_rows(
+        &mut self,
+        kv: &mut DeviceKv,
+        plan: &ForwardPlan,
+        span: &SpanPlan,
+        moves: &[(usize, usize)],
+    ) -> Result<()> {
+        let moves = slot_moves(plan, span, moves)?;
+        super::kv_copy_rows(&self.dev, &mut kv.layer_mut(), &moves)
+    }
+
+    fn attend(
+        &mut self,
+        layer: &GatedAttention<Self>,
+        kv: &DeviceKv,
+        plan: &ForwardPlan,
+        q: &DeviceBuf,
+        out: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([q]) = operands("attend", [q])? else {
+            return Ok(());
+        };
+        let dev = self.dev.clone();
+        let rows = self.plans.attention(&dev, plan)?;
+        let pages: KvPages<'_> = kv.pages();
+        let paged = PagedAttention {
+            pages,
+            kv_heads: layer.kv_heads,
+            group: layer.heads / layer.kv_heads.max(1),
+            head_dim: layer.head_dim,
+        };
+        let out = output("attend", out, false)?.expect("allocated");
+        super::attention_rows(&dev, &paged, rows, q, out)
+    }
+
+    fn gdn_conv(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut DeviceRecurrent,
+        plan: &ForwardPlan,
+        qkv: &DeviceBuf,
+        q: &mut DeviceBuf,
+        k: &mut DeviceBuf,
+        v: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([qkv]) = operands("gdn_conv", [qkv])? else {
+            return Ok(());
+        };
+        let dev = self.dev.clone();
+        let spans = self.plans.gdn(&dev, plan)?;
+        let (windows, _) = state.pools_mut();
+        let q = output("gdn_conv", q, false)?.expect("allocated");
+        let k = output("gdn_conv", k, false)?.expect("allocated");
+        let v = output("gdn_conv", v, false)?.expect("allocated");
+        super::gdn_conv(
+            &dev,
+            gdn_heads(layer),
+            &layer.conv_taps.0,
+            windows,
+            spans,
+            qkv,
+            (q, k, v),
+        )
+    }
+
+    fn gdn_recurrence(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut DeviceRecurrent,
+        plan: &ForwardPlan,
+        x: GdnInputs<'_, Self>,
+        out: &mut DeviceBuf,
+    ) -> Result<()> {
+        let Some([q, k, v, b, a, z]) = operands("gdn_recurrence", [x.q, x.k, x.v, x.b, x.a, x.z])?
+        else {
+            return Ok(());
+        };
+        let dev = self.dev.clone();
+        let spans = self.plans.gdn(&dev, plan)?;
+        let (_, states) = state.pools_mut();
+        let inputs = super::GdnInputs { q, k, v, b, a, z };
+        let out = output("gdn_recurrence", out, false)?.expect("allocated");
+        super::gdn_recurrence(&dev, &gdn_layer(layer), states, spans, &inputs, out)
+    }
+
+    /// Runs the accepted path as a plain span over the kept pre-conv rows: the conv and
+    /// the recurrence advance the window and the state exactly as a decode of those
+    /// tokens would, and the output is dropped.
+    fn gdn_commit(
+        &mut self,
+        layer: &GatedDeltaNet<Self>,
+        state: &mut DeviceRecurrent,
+        span: &SpanPlan,
+        kept: &GdnKept<Self>,
+        path: &[usize],
+    ) -> Result<()> {
+        if path.is_empty() {
+            return Ok(());
+        }
+        let rows: Vec<usize> = path.iter().map(|&r| span.rows.start + r).collect();
+        let channels = layer.in_proj_qkv.out_features();
+        let hv = layer.value_heads;
+        let qkv = self.gather_rows(&kept.qkv, channels, &rows)?;
+        let b = self.gather_rows(&kept.b, hv, &rows)?;
+        let a = self.gather_rows(&kept.a, hv, &rows)?;
+        let n = rows.len();
+        let (hk, dk, dv) = (layer.key_heads, layer.key_dim, layer.value_dim);
+        let mut q = self.alloc(n * hk * dk)?;
+        let mut k = self.alloc(n * hk * dk)?;
+        let mut v = self.alloc(n * hv * dv)?;
+        let z = self.alloc(n * hv * dv)?;
+        let mut out = self.alloc(n * hv * dv)?;
+        let slot = crate::error::dim_u32("gdn commit", "slot", span.slot.index())?;
+        let spans = super::GdnSpans::upload(&self.dev, GdnRows::chains(vec![slot], &[n])?)?;
+        let (windows, states) = state.pools_mut();
+        let slices = operands("gdn_commit", [&qkv, &b, &a, &z])?.expect("a non-empty path");
+        let [qkv_s, b_s, a_s, z_s] = slices;
+        super::gdn_conv(
+            &self.dev,
+            gdn_heads(layer),
+            &layer.conv_taps.0,
+            windows,
+            &spans,
+            qkv_s,
+            (
+                q.slice_mut().expect("allocated"),
+                k.slice_mut().expect("allocated"),
+                v.slice_mut().expect("allocated"),
+            ),
+        )?;
+        let inputs = super::GdnInputs {
+            q: q.slice().expect("allocated"),
+            k: k.slice().expect("allocated"),
+            v: v.slice().expect("allocated"),
+            b: b_s,
+            a: a_s,
+            z: z_s,
+        };
+        let o = out.slice_mut().expect("allocated");
+        super::gdn_recurrence(&self.dev, &gdn_layer(layer), states, &spans, &inputs, o)?;
+        for buf in [qkv, b, a, q, k, v, z, out] {
+            self.free(buf);
+        }
+        Ok(())
+    }
+}
+
+fn gdn_heads(layer: &GatedDeltaNet<CudaBackend>) -> GdnHeads {
+    GdnHeads {
+        key_heads: layer.key_heads,
+        value_heads: layer.value_heads,
+        key_dim: layer.key_dim,
+        value_dim: layer.value_dim,
+    }
+}
+
+fn gdn_layer(layer: &GatedDeltaNet<CudaBackend>) -> GdnLayer<'_> {
+    GdnLayer {
+        heads: gdn_heads(layer),
+        neg_a: &layer.neg_a.0,
+        dt_bias: &layer.dt_bias.0,
+        norm_weight: &layer.norm_weight.0,
+        eps: layer.eps,
+    }
+}

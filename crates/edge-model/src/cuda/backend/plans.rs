@@ -1,0 +1,75 @@
+//! A pass's plan arrays on the device, uploaded once and read by every layer: the
+//! attention rows (page tables, lengths, tree masks, store slots) and the Gated
+//! DeltaNet spans. Every layer of a pass gets the same [`ForwardPlan`]; the first layer
+//! to need an array uploads it and the others find it here. [`Mirror`] does the same
+//! for a plain host array (the positions, the rotary frequencies).
+
+use crate::Result;
+use crate::attention_rows::AttentionRows;
+use crate::backend::ForwardPlan;
+use crate::cuda::{DeviceAttentionRows, GdnSpans};
+use crate::gdn_rows::GdnRows;
+use cudarc::driver::DeviceRepr;
+use edge_core::cuda::{CudaDevice, CudaSlice};
+
+/// The uploads of the last plan seen.
+#[derive(Default)]
+pub(super) struct PlanUploads {
+    plan: Option<ForwardPlan>,
+    attention: Option<DeviceAttentionRows>,
+    gdn: Option<GdnSpans>,
+}
+
+impl PlanUploads {
+    /// Forgets the uploads unless they are `plan`'s.
+    fn select(&mut self, plan: &ForwardPlan) {
+        if self.plan.as_ref() != Some(plan) {
+            *self = PlanUploads {
+                plan: Some(plan.clone()),
+                ..PlanUploads::default()
+            };
+        }
+    }
+
+    /// The attention rows.
+    pub(super) fn attention(
+        &mut self,
+        dev: &CudaDevice,
+        plan: &ForwardPlan,
+    ) -> Result<&DeviceAttentionRows> {
+        self.select(plan);
+        if self.attention.is_none() {
+            let rows = AttentionRows::from_plan(plan)?;
+            self.attention = Some(DeviceAttentionRows::upload(dev, rows)?);
+        }
+        Ok(self.attention.as_ref().expect("uploaded above"))
+    }
+
+    /// The Gated DeltaNet spans.
+    pub(super) fn gdn(&mut self, dev: &CudaDevice, plan: &ForwardPlan) -> Result<&GdnSpans> {
+        self.select(plan);
+        if self.gdn.is_none() {
+            self.gdn = Some(GdnSpans::upload(dev, GdnRows::from_plan(plan)?)?);
+        }
+        Ok(self.gdn.as_ref().expect("uploaded above"))
+    }
+}
+
+/// A host array's device copy, uploaded again only when the array changes.
+pub(super) struct Mirror<T: DeviceRepr> {
+    copy: Option<(Vec<T>, CudaSlice<T>)>,
+}
+
+impl<T: DeviceRepr + Clone + PartialEq> Mirror<T> {
+    pub(super) fn new() -> Self {
+        Mirror { copy: None }
+    }
+
+    /// The device copy of `host` (non-empty).
+    pub(super) fn get(&mut self, dev: &CudaDevice, host: &[T]) -> Result<&CudaSlice<T>> {
+        if self.copy.as_ref().map(|(h, _)| h.as_slice()) != Some(host) {
+            self.copy = Some((host.to_vec(), dev.upload(host)?));
+        }
+        Ok(&self.copy.as_ref().expect("uploaded above").1)
+    }
+}
