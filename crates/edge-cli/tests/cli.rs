@@ -220,6 +220,17 @@ fn errors_are_messages_not_panics() {
             "--tools",
             "/nonexistent/tools.json",
         ],
+        // A CUDA device: no CUDA support in this build, no driver, or (on a GPU) f32
+        // weights, which the CUDA backend refuses.
+        vec![
+            "generate",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--prompt-ids",
+            "1",
+            "--device",
+            "cuda:0",
+        ],
         // A tools file that is JSON but not an array of tool schemas.
         vec![
             "generate",

@@ -202,6 +202,13 @@ fn the_builder_has_a_users_defaults_and_typed_errors() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("cuda"), "{err}");
+    if !cfg!(feature = "cuda") {
+        let err = EngineBuilder::new(&dir)
+            .device(edge_core::Device::Cuda(0))
+            .spawn()
+            .unwrap_err();
+        assert!(err.to_string().contains("`cuda` feature"), "{err}");
+    }
     assert!(EngineBuilder::new("/nonexistent-model").build().is_err());
     let handle = EngineBuilder::new(&dir).queue(2).spawn().unwrap();
     let events: Vec<Event> = handle.submit(request(1, 8, 4)).unwrap().collect();

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use edge_kvcache::KvDType;
-use edge_model::Qwen35Model;
+use edge_model::{ActivationMode, Qwen35Model};
 use edge_runtime::{EngineBuilder, ReusePolicy};
 use edge_spec::SpecConfig;
 use std::sync::Arc;
@@ -12,8 +12,8 @@ use std::sync::Arc;
 /// [`EngineBuilder`]'s default.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// The device: cpu (default) or cuda:N (the model's CUDA backend is not built yet:
-    /// a clear error).
+    /// The device: cpu (default) or cuda:N (a build with the `cuda` feature and an
+    /// NVIDIA GPU; `--act-quant auto` then means bf16 activations).
     #[arg(long)]
     pub device: Option<edge_core::Device>,
     /// KV page element type: f32 (default), bf16, or fp8 (E4M3 with the checkpoint's
@@ -73,6 +73,15 @@ pub enum SpecMode {
 }
 
 impl EngineArgs {
+    /// `mode` as the model should load for this device: on a GPU, `auto` means bf16
+    /// activations (the tensor-core kernels; the CPU's W4A8 has no GPU kernel).
+    pub fn activations(&self, mode: ActivationMode) -> ActivationMode {
+        match (self.device.unwrap_or_default(), mode) {
+            (edge_core::Device::Cuda(_), ActivationMode::Fastest) => ActivationMode::Bf16,
+            (_, mode) => mode,
+        }
+    }
+
     /// An [`EngineBuilder`] for `model` with these flags over its defaults.
     pub fn builder(&self, model: Arc<Qwen35Model>) -> EngineBuilder {
         let mut b = EngineBuilder::from_model(model.clone());

@@ -7,9 +7,10 @@ use crate::agent::{AgentContext, read_tools_file};
 use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
+use edge_model::Backend;
 use edge_model::{ActivationMode, LoadOptions};
 use edge_runtime::{
-    ChatTemplate, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
+    ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -145,7 +146,7 @@ fn agent_context(
 /// Runs `generate`.
 pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     let opts = LoadOptions {
-        activations: a.act_quant,
+        activations: a.engine.activations(a.act_quant),
     };
     let Bundle {
         model,
@@ -161,7 +162,7 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         think: a.think,
     };
     let stop_tokens = model.config().eos_token_ids.clone();
-    let mut engine = a.engine.builder(Arc::new(model)).build()?;
+    let builder = a.engine.builder(Arc::new(model));
     let base = GenerateRequest {
         max_new_tokens: a.max_new_tokens,
         sampling: SamplingParams {
@@ -177,61 +178,91 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
         stop_tokens,
         ..GenerateRequest::default()
     };
-    if let Some(path) = &a.requests {
-        return requests::run(&mut engine, path, &base, &prompts, tokenizer.as_ref());
+    let job = Job {
+        a: &a,
+        base,
+        prompts: &prompts,
+        tokenizer: tokenizer.as_ref(),
+    };
+    match a.engine.device.unwrap_or_default() {
+        #[cfg(feature = "cuda")]
+        edge_core::Device::Cuda(_) => job.run(builder.build_cuda()?),
+        _ => job.run(builder.build()?),
     }
-    let (prompt, reuse_points) = match (&a.prompt, &a.prompt_ids) {
-        (_, Some(ids)) => (parse_ids(ids)?, Vec::new()),
-        (Some(text), None) => prompts.build(text)?,
-        (None, None) => {
-            return Err(CliError::Usage(
-                "give --prompt, --prompt-ids or --requests".into(),
-            ));
+}
+
+/// What `generate` does once its engine is built, on whichever backend.
+struct Job<'a> {
+    a: &'a GenerateArgs,
+    base: GenerateRequest,
+    prompts: &'a PromptBuilder<'a>,
+    tokenizer: Option<&'a Tokenizer>,
+}
+
+impl Job<'_> {
+    fn run<B: Backend>(self, mut engine: Engine<B>) -> Result<(), CliError> {
+        let Job {
+            a,
+            base,
+            prompts,
+            tokenizer,
+        } = self;
+        if let Some(path) = &a.requests {
+            return requests::run(&mut engine, path, &base, prompts, tokenizer);
         }
-    };
-    let req = GenerateRequest {
-        prompt,
-        reuse_points,
-        record_logits: a.logits_out.is_some(),
-        ..base
-    };
-    let out = engine.generate(&req)?;
-    if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
-        write_logits(
-            path,
-            logits,
-            out.tokens.len(),
-            engine.model().config().vocab_size,
-        )?;
-    }
-    let text = reply_text(tokenizer.as_ref(), &out)?;
-    if a.json {
-        let mut v = requests::output_json(&out, text.as_deref());
-        v["speculation"] = match (out.speculation, engine.config().speculation) {
-            (Some(s), Some(c)) => serde_json::json!({
-                "mode": match c.drafting {
-                    edge_spec::Drafting::Linear => "linear",
-                    edge_spec::Drafting::Tree { .. } => "tree",
-                },
-                "draft_steps": c.draft_steps,
-                "tree_top_k": c.shape().0,
-                "tree_nodes": c.shape().1,
-                "drafted": s.drafted,
-                "draft_ms": s.draft_ms,
-                "tree_ms": s.tree_ms,
-                "verify_ms": s.verify_ms,
-                "commit_ms": s.commit_ms,
-            }),
-            _ => serde_json::Value::Null,
+        let (prompt, reuse_points) = match (&a.prompt, &a.prompt_ids) {
+            (_, Some(ids)) => (parse_ids(ids)?, Vec::new()),
+            (Some(text), None) => prompts.build(text)?,
+            (None, None) => {
+                return Err(CliError::Usage(
+                    "give --prompt, --prompt-ids or --requests".into(),
+                ));
+            }
         };
-        println!("{v}");
-    } else if let Some(text) = text {
-        println!("{text}");
-    } else {
-        let ids: Vec<String> = out.tokens.iter().map(|t| t.to_string()).collect();
-        println!("{}", ids.join(","));
+        let req = GenerateRequest {
+            prompt,
+            reuse_points,
+            record_logits: a.logits_out.is_some(),
+            ..base
+        };
+        let out = engine.generate(&req)?;
+        if let (Some(path), Some(logits)) = (&a.logits_out, &out.logits) {
+            write_logits(
+                path,
+                logits,
+                out.tokens.len(),
+                engine.model().config().vocab_size,
+            )?;
+        }
+        let text = reply_text(tokenizer, &out)?;
+        if a.json {
+            let mut v = requests::output_json(&out, text.as_deref());
+            v["speculation"] = match (out.speculation, engine.config().speculation) {
+                (Some(s), Some(c)) => serde_json::json!({
+                    "mode": match c.drafting {
+                        edge_spec::Drafting::Linear => "linear",
+                        edge_spec::Drafting::Tree { .. } => "tree",
+                    },
+                    "draft_steps": c.draft_steps,
+                    "tree_top_k": c.shape().0,
+                    "tree_nodes": c.shape().1,
+                    "drafted": s.drafted,
+                    "draft_ms": s.draft_ms,
+                    "tree_ms": s.tree_ms,
+                    "verify_ms": s.verify_ms,
+                    "commit_ms": s.commit_ms,
+                }),
+                _ => serde_json::Value::Null,
+            };
+            println!("{v}");
+        } else if let Some(text) = text {
+            println!("{text}");
+        } else {
+            let ids: Vec<String> = out.tokens.iter().map(|t| t.to_string()).collect();
+            println!("{}", ids.join(","));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The reply as text (without the stop token that ended it), when there is a

@@ -3,6 +3,7 @@
 
 use super::generate::{PromptBuilder, reply_text};
 use crate::cli_error::CliError;
+use edge_model::Backend;
 use edge_runtime::{Engine, GenerateOutput, GenerateRequest, Tokenizer};
 use serde_json::{Value, json};
 use std::io::{BufRead, Write};
@@ -90,8 +91,8 @@ pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
 
 /// Runs every request of `path` in order. A bad line stops the run with an error
 /// naming it; the lines before it have printed their results.
-pub fn run(
-    engine: &mut Engine,
+pub fn run<B: Backend>(
+    engine: &mut Engine<B>,
     path: &Path,
     base: &GenerateRequest,
     prompts: &PromptBuilder<'_>,

@@ -95,7 +95,7 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
         return Err(CliError::Usage("--max-sequences must be at least 1".into()));
     }
     let opts = LoadOptions {
-        activations: a.act_quant,
+        activations: a.engine.activations(a.act_quant),
     };
     let Bundle {
         model,

@@ -149,4 +149,24 @@ impl CudaDevice {
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(cuda_err)
     }
+
+    /// Memory bandwidth as a device-to-device copy of `bytes` measures it, in bytes
+    /// read and written per second: the best of `passes` timed copies after one warm-up.
+    /// Use `bytes` well above the L2 size (1 GiB on current GPUs); the figure is the
+    /// bound a decode step that reads its weights once can approach.
+    pub fn copy_bandwidth(&self, bytes: usize, passes: usize) -> Result<f64> {
+        let src = self.zeros::<u8>(bytes.max(1))?;
+        let mut dst = self.zeros::<u8>(bytes.max(1))?;
+        let mut best = f64::INFINITY;
+        for pass in 0..=passes.max(1) {
+            self.synchronize()?;
+            let t = std::time::Instant::now();
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(cuda_err)?;
+            self.synchronize()?;
+            if pass > 0 {
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+        }
+        Ok(2.0 * bytes as f64 / best)
+    }
 }

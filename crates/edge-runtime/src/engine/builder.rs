@@ -34,7 +34,7 @@ enum Speculation {
 /// Builds an [`Engine`] or an [`EngineHandle`]. Defaults:
 /// - activations [`ActivationMode::Fastest`] (W4A8 for NVFP4 checkpoints, bf16
 ///   activations for float ones: the fastest modes docs/NUMERICS.md documents);
-/// - the CPU;
+/// - the CPU ([`EngineBuilder::device`]);
 /// - the cache's defaults (f32 pages of 32 tokens, 4 GiB, prefix reuse on, exact);
 /// - speculation as [`SpecConfig::fastest_on_cpu`] measured it (off for models that
 ///   stay in cache, a chain of 3 for the others), for models with an MTP head;
@@ -80,8 +80,9 @@ impl EngineBuilder {
         }
     }
 
-    /// The device (`cuda:N` needs the CUDA backend, which is not built yet: a typed
-    /// error at [`EngineBuilder::build`]).
+    /// The device: [`EngineBuilder::spawn`] builds the engine there;
+    /// [`EngineBuilder::build`] is the CPU engine and [`EngineBuilder::build_cuda`]
+    /// (feature `cuda`) the GPU one.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;
         self
@@ -169,32 +170,88 @@ impl EngineBuilder {
         }
     }
 
-    /// Loads the model (if given a directory) and builds the engine. A missing or
-    /// broken checkpoint, a device without a backend, or a configuration that cannot
-    /// work (speculation without an MTP head, a budget below one page) is a typed
-    /// error.
+    /// Loads the model (if given a directory) and builds the engine on the CPU. A
+    /// missing or broken checkpoint, a CUDA device (see [`EngineBuilder::build_cuda`]
+    /// and [`EngineBuilder::spawn`]), or a configuration that cannot work (speculation
+    /// without an MTP head, a budget below one page) is a typed error.
     pub fn build(self) -> Result<Engine> {
-        if !self.device.is_cpu() {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "device {}: the CUDA backend of the model is not built yet; use cpu",
-                self.device
-            )));
+        if let Device::Cuda(_) = self.device {
+            return Err(not_a_cpu_engine(self.device));
         }
-        let model = match &self.source {
-            Source::Dir(dir) => Arc::new(Qwen35Model::load(dir, self.activations)?),
-            Source::Loaded(m) => m.clone(),
-            #[cfg(feature = "demo-model")]
-            Source::Demo => Arc::new(crate::demo::load(edge_model::LoadOptions {
-                activations: self.activations,
-            })?),
-        };
+        let model = self.host_model(self.activations)?;
         let config = self.config_for(&model);
         Engine::new(model, config)
     }
 
-    /// Builds the engine and starts it on its own thread.
+    /// The model on the host, loaded with `activations` if it comes from a directory
+    /// or the embedded demo.
+    fn host_model(&self, activations: ActivationMode) -> Result<Arc<Qwen35Model>> {
+        Ok(match &self.source {
+            Source::Dir(dir) => Arc::new(Qwen35Model::load(dir, activations)?),
+            Source::Loaded(m) => m.clone(),
+            #[cfg(feature = "demo-model")]
+            Source::Demo => Arc::new(crate::demo::load(edge_model::LoadOptions { activations })?),
+        })
+    }
+
+    /// Builds the engine on the CUDA device set by [`EngineBuilder::device`]
+    /// (`cuda:0` when it is the CPU): the model loads on the host and its weights are
+    /// uploaded once ([`edge_model::cuda::CudaBackend`]). On the GPU
+    /// [`ActivationMode::Fastest`] means bf16 activations (the tensor-core kernels); a
+    /// CPU-only mode (W4A8, W4A4 emulation) is a typed error naming the layer. Speculation
+    /// stays off unless set: [`SpecConfig::fastest_on_cpu`] was measured on CPUs. No
+    /// driver, no such device or no NVRTC is a typed error.
+    #[cfg(feature = "cuda")]
+    pub fn build_cuda(self) -> Result<Engine<edge_model::cuda::CudaBackend>> {
+        use edge_core::cuda::KernelCache;
+        use edge_model::cuda::CudaBackend;
+
+        let ordinal = match self.device {
+            Device::Cuda(n) => n,
+            Device::Cpu => 0,
+        };
+        let activations = match self.activations {
+            ActivationMode::Fastest => ActivationMode::Bf16,
+            mode => mode,
+        };
+        let host = self.host_model(activations)?;
+        let cache =
+            KernelCache::user_default_dir().map_or_else(KernelCache::disabled, KernelCache::in_dir);
+        let mut backend = CudaBackend::new(ordinal, cache)?;
+        let model = Arc::new(host.to_backend(&mut backend)?);
+        let speculation = match self.speculation {
+            Speculation::Given(s) => s,
+            Speculation::Fastest => None,
+        };
+        let config = EngineConfig {
+            speculation,
+            ..self.config
+        };
+        Engine::with_backend(model, backend, config)
+    }
+
+    /// Builds the engine on the configured device and starts it on its own thread.
     pub fn spawn(self) -> Result<EngineHandle> {
         let queue = self.queue;
-        EngineHandle::spawn(self.build()?, queue)
+        match self.device {
+            Device::Cpu => EngineHandle::spawn(self.build()?, queue),
+            #[cfg(feature = "cuda")]
+            Device::Cuda(_) => EngineHandle::spawn(self.build_cuda()?, queue),
+            #[cfg(not(feature = "cuda"))]
+            Device::Cuda(_) => Err(not_a_cpu_engine(self.device)),
+        }
+    }
+}
+
+/// Why [`EngineBuilder::build`] refuses a CUDA device.
+fn not_a_cpu_engine(device: Device) -> RuntimeError {
+    if cfg!(feature = "cuda") {
+        RuntimeError::InvalidRequest(format!(
+            "device {device}: build() makes a CPU engine; use build_cuda() or spawn()"
+        ))
+    } else {
+        RuntimeError::Core(edge_core::CoreError::DeviceUnavailable(format!(
+            "device {device}: this build has no CUDA support (build with the `cuda` feature)"
+        )))
     }
 }

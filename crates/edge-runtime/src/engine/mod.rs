@@ -160,6 +160,11 @@ impl<B: Backend> Engine<B> {
         &self.model
     }
 
+    /// The backend (e.g. to reach its device).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config
