@@ -13,12 +13,16 @@
 #   sm_80/sm_89/sm_90 into the PTX cache .device/ptx-cache, so the GPU machine needs only
 #   the driver for them (>= CUDA 13.0 for NVRTC 13's PTX). .device/ is git-ignored: carry
 #   it (device tool: carry [".device"]).
+#   It also builds the `edge-llm` binary with `--features cuda` into .device/bin/.
 # run: runs every ignored test single-threaded: edge-quant's parity and timings, the
 #   tensor-core parity and 27B sweep, the same sweep through PyTorch's bf16 matmul when
-#   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations against
-#   the CPU backend (they compile through the machine's NVRTC), then the NVRTC compile
-#   test on its own (its failure is reported, not fatal). The log goes to
-#   $OUT/cuda_checks.log when $OUT is set, else .device/.
+#   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations and the
+#   whole model (CudaBackend) against the CPU backend (they compile through the
+#   machine's NVRTC), then the NVRTC compile test on its own (its failure is reported,
+#   not fatal), then the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
+#   written on the device (`bench synth --shape qwen3.6-27b --weights nvfp4`, ≈17 GB in
+#   $SYNTH_DIR, default /tmp/edge-27b-nvfp4) against the device's copy bandwidth. The log
+#   goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -42,6 +46,9 @@ prepare() {
         exit 1
     }
     mkdir -p "$DEV/bin"
+    cargo build -p edge-cli --features cuda --release
+    cp target/release/edge-llm "$DEV/bin/edge-llm"
+    strip --strip-debug "$DEV/bin/edge-llm" 2>/dev/null || true
     for test in cuda_parity cuda_tensor_core edge_model; do
         exe=$(echo "$log" | grep -oE "\([^)]*/$test-[0-9a-f]+\)" | tr -d '()' | tail -n1)
         [[ -n "$exe" ]] || { echo "$log"; echo "$test binary not found" >&2; exit 1; }
@@ -93,6 +100,13 @@ run() {
     echo "== NVRTC compile test (informational)" | tee -a "$out/cuda_checks.log"
     "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 \
         2>&1 | tee -a "$out/cuda_checks.log" || echo "NVRTC compile test failed (no libnvrtc here?)" | tee -a "$out/cuda_checks.log"
+    echo "== 27B-shaped NVFP4 decode (bench decode --device cuda:0)" | tee -a "$out/cuda_checks.log"
+    local synth="${SYNTH_DIR:-/tmp/edge-27b-nvfp4}"
+    [[ -f "$synth/config.json" ]] || timeout 150 "$DEV/bin/edge-llm" bench synth \
+        --shape qwen3.6-27b --weights nvfp4 --out "$synth" 2>&1 | tee -a "$out/cuda_checks.log" || true
+    timeout 240 "$DEV/bin/edge-llm" bench decode --model "$synth" --device cuda:0 \
+        --kv-dtype fp8 --prompt-tokens 256 --decode-tokens 64 --runs 3 --json 2>&1 |
+        tee -a "$out/cuda_checks.log" || echo "27B decode benchmark failed" | tee -a "$out/cuda_checks.log"
     echo "== parity status: $status" | tee -a "$out/cuda_checks.log"
     return "$status"
 }

@@ -6,6 +6,8 @@ use crate::manifest::{TensorRole, tensor_manifest};
 use crate::{ModelError, Result};
 use std::path::Path;
 
+pub use crate::export::write_random_nvfp4_checkpoint;
+
 /// Element type of a synthetic checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SyntheticDType {
@@ -27,6 +29,24 @@ pub fn bench_0p5b_config() -> serde_json::Value {
         "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
         "full_attention_interval": 4, "vocab_size": 32768, "max_position_embeddings": 65536,
         "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "eos_token_id": 0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}
+    })
+}
+
+/// The Qwen3.6-27B text config (docs of the architecture, §2): hidden 5120, 64 layers
+/// in the 3:1 pattern, 24 query / 4 KV heads of 256 (64 rotary dims, θ 1e7), GDN 16/48
+/// heads of 128, FFN 17408, vocab 248320, one MTP layer, untied `lm_head`. Written as
+/// NVFP4 by [`write_random_nvfp4_checkpoint`] (≈17 GB), the decode benchmark of a GPU.
+pub fn qwen36_27b_config() -> serde_json::Value {
+    serde_json::json!({
+        "model_type": "qwen3_5_text",
+        "hidden_size": 5120, "num_hidden_layers": 64, "intermediate_size": 17408,
+        "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 48,
+        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "full_attention_interval": 4, "vocab_size": 248320, "max_position_embeddings": 262144,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "mtp_num_hidden_layers": 1,
+        "bos_token_id": 248044, "eos_token_id": 248044,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}
     })
 }
@@ -123,21 +143,7 @@ fn write_checkpoint(
     let manifest = tensor_manifest(&config);
     let mut values: Tensors = Vec::with_capacity(manifest.len());
     for spec in &manifest {
-        let n: usize = spec.shape.iter().product();
-        let fan_in = *spec.shape.last().unwrap_or(&1) as f32;
-        let mut next = || uniform(&mut rng);
-        let values_of: Vec<f32> = match spec.role {
-            TensorRole::Linear => {
-                let a = (3.0 / fan_in).sqrt();
-                (0..n).map(|_| next() * a).collect()
-            }
-            TensorRole::Embedding => (0..n).map(|_| next()).collect(),
-            TensorRole::ZeroCentredNorm => (0..n).map(|_| next() * 0.1).collect(),
-            TensorRole::GatedNorm => (0..n).map(|_| 1.0 + next() * 0.1).collect(),
-            TensorRole::Conv => (0..n).map(|_| next() * 0.5).collect(),
-            TensorRole::ALog => (0..n).map(|_| (1.0 + 7.5 * (next() + 1.0)).ln()).collect(),
-            TensorRole::DtBias => (0..n).map(|_| next() * 0.5).collect(),
-        };
+        let values_of = random_values(spec.role, &spec.shape, &mut rng);
         values.push((spec.name.clone(), values_of));
     }
     let names: Vec<String> = values.iter().map(|(n, _)| n.clone()).collect();
@@ -180,8 +186,29 @@ fn write_checkpoint(
     })
 }
 
+/// Seeded random values for a tensor of `role` and `shape`, scaled so that activations
+/// stay well-conditioned through many layers (linears: uniform with variance
+/// `1/fan_in`).
+pub(crate) fn random_values(role: TensorRole, shape: &[usize], rng: &mut u64) -> Vec<f32> {
+    let n: usize = shape.iter().product();
+    let fan_in = *shape.last().unwrap_or(&1) as f32;
+    let mut next = || uniform(rng);
+    match role {
+        TensorRole::Linear => {
+            let a = (3.0 / fan_in).sqrt();
+            (0..n).map(|_| next() * a).collect()
+        }
+        TensorRole::Embedding => (0..n).map(|_| next()).collect(),
+        TensorRole::ZeroCentredNorm => (0..n).map(|_| next() * 0.1).collect(),
+        TensorRole::GatedNorm => (0..n).map(|_| 1.0 + next() * 0.1).collect(),
+        TensorRole::Conv => (0..n).map(|_| next() * 0.5).collect(),
+        TensorRole::ALog => (0..n).map(|_| (1.0 + 7.5 * (next() + 1.0)).ln()).collect(),
+        TensorRole::DtBias => (0..n).map(|_| next() * 0.5).collect(),
+    }
+}
+
 /// Uniform in [−1, 1) from a 64-bit xorshift generator.
-fn uniform(state: &mut u64) -> f32 {
+pub(crate) fn uniform(state: &mut u64) -> f32 {
     *state ^= *state << 13;
     *state ^= *state >> 7;
     *state ^= *state << 17;

@@ -8,10 +8,11 @@ use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_core::read_bandwidth::ReadProbe;
 use edge_model::synthetic::{
-    SyntheticDType, bench_0p5b_config, write_predictable_checkpoint, write_random_checkpoint,
+    SyntheticDType, bench_0p5b_config, qwen36_27b_config, write_predictable_checkpoint,
+    write_random_checkpoint, write_random_nvfp4_checkpoint,
 };
-use edge_model::{ActivationMode, LoadOptions, Qwen35Model};
-use edge_runtime::GenerateRequest;
+use edge_model::{ActivationMode, Backend, LoadOptions, Qwen35Model};
+use edge_runtime::{Engine, GenerateRequest};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,7 +21,8 @@ use std::sync::Arc;
 pub enum BenchCommand {
     /// Time a prompt prefill and greedy decode on a model.
     Decode(DecodeArgs),
-    /// Write the ≈0.53B random benchmark checkpoint (bf16).
+    /// Write a random benchmark checkpoint: the ≈0.53B model (bf16) or a Qwen3.6-27B
+    /// shape (NVFP4).
     Synth(SynthArgs),
     /// Time token-tree verification forwards against a one-token decode step.
     Verify(super::bench_verify::VerifyArgs),
@@ -82,20 +84,62 @@ pub struct SynthArgs {
     pub seed: u64,
     /// Add an MTP head and make the continuation predictable (token t + 1 after t, for
     /// the target and the head alike), so speculation accepts its drafts: the cost of
-    /// verification becomes measurable on a random model.
+    /// verification becomes measurable on a random model (bf16 only).
     #[arg(long)]
     pub predictable: bool,
+    /// The shape: bench-0.5b (hidden 1024, 24 layers) or qwen3.6-27b.
+    #[arg(long, value_enum, default_value_t = SynthShape::Bench0p5b)]
+    pub shape: SynthShape,
+    /// Weights: bf16, or nvfp4 (the linears ModelOpt quantizes, written directly as
+    /// random NVFP4: no bf16 model is ever built).
+    #[arg(long, value_enum, default_value_t = SynthWeights::Bf16)]
+    pub weights: SynthWeights,
+}
+
+/// `bench synth --shape`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthShape {
+    /// [`bench_0p5b_config`].
+    #[value(name = "bench-0.5b")]
+    Bench0p5b,
+    /// [`qwen36_27b_config`].
+    #[value(name = "qwen3.6-27b")]
+    Qwen36_27b,
+}
+
+/// `bench synth --weights`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthWeights {
+    /// bfloat16 everywhere.
+    Bf16,
+    /// NVFP4 where ModelOpt's default recipe quantizes, bf16 elsewhere.
+    Nvfp4,
 }
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Synth(a) => {
-            let write = match a.predictable {
-                true => write_predictable_checkpoint,
-                false => write_random_checkpoint,
+            let config = match a.shape {
+                SynthShape::Bench0p5b => bench_0p5b_config(),
+                SynthShape::Qwen36_27b => qwen36_27b_config(),
             };
-            write(&a.out, &bench_0p5b_config(), SyntheticDType::Bf16, a.seed)?;
+            match (a.weights, a.predictable) {
+                (SynthWeights::Bf16, false) => {
+                    write_random_checkpoint(&a.out, &config, SyntheticDType::Bf16, a.seed)?
+                }
+                (SynthWeights::Bf16, true) => {
+                    write_predictable_checkpoint(&a.out, &config, SyntheticDType::Bf16, a.seed)?
+                }
+                (SynthWeights::Nvfp4, false) => {
+                    write_random_nvfp4_checkpoint(&a.out, &config, a.seed)?
+                }
+                (SynthWeights::Nvfp4, true) => {
+                    return Err(CliError::Usage(
+                        "--predictable writes bf16 weights; leave out --weights nvfp4".into(),
+                    ));
+                }
+            }
             eprintln!("wrote {}", a.out.display());
             Ok(())
         }
@@ -110,7 +154,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     let model = Qwen35Model::load_with(
         &a.model,
         LoadOptions {
-            activations: a.act_quant,
+            activations: a.engine.activations(a.act_quant),
         },
     )?;
     let vocab = model.config().vocab_size as u64;
@@ -133,79 +177,128 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     let mtp_layers = usize::from(model.mtp().is_some());
     spec.attention.truncate(spec.attention.len() - mtp_layers);
     let mean_rows = prompt.len() as f64 + a.decode_tokens as f64 / 2.0;
-    let kv_bytes_per_token = spec.row_bytes() as f64 * mean_rows;
-    let builder = builder.max_sequences(config.max_sequences.max(a.streams));
-    let mut engine = builder.build()?;
-    if a.streams > 1 {
-        let prompts: Vec<Vec<u32>> = (0..a.streams)
-            .map(|s| {
-                let mut p = prompt.clone();
-                p[0] = (p[0] + s as u32) % vocab as u32;
-                p
-            })
-            .collect();
-        let mut rates =
-            super::bench_streams::aggregate_decode(&mut engine, &prompts, a.decode_tokens, a.runs)?;
-        let v = serde_json::json!({
-            "streams": a.streams,
-            "prompt_tokens": prompt.len(),
-            "decode_tokens": a.decode_tokens,
-            "aggregate_decode_tokens_per_s": median(&mut rates),
-            "runs": rates,
-            "threads": rayon::current_num_threads(),
-        });
-        println!("{v}");
-        return Ok(());
-    }
-    let request = GenerateRequest {
+    let timing = Timing {
+        a: &a,
         prompt,
-        max_new_tokens: a.decode_tokens + 1,
-        ..GenerateRequest::default()
+        read_per_token: bytes_per_token as f64 + spec.row_bytes() as f64 * mean_rows,
+        bytes_per_token,
     };
-    // Warm up page cache, thread pool and the cache's pages.
-    engine.generate(&GenerateRequest {
-        prompt: request.prompt[..8.min(request.prompt.len())].to_vec(),
-        max_new_tokens: 2,
-        ..GenerateRequest::default()
-    })?;
+    let builder = builder.max_sequences(config.max_sequences.max(a.streams));
+    drop(model);
+    match a.engine.device.unwrap_or_default() {
+        #[cfg(feature = "cuda")]
+        edge_core::Device::Cuda(_) => {
+            let engine = builder.build_cuda()?;
+            let dev = engine.backend().device().clone();
+            // 1 GiB: several times any GPU's L2.
+            timing.run(engine, "copy", || Ok(dev.copy_bandwidth(1 << 30, 5)?))
+        }
+        _ => {
+            // 1 GiB: several times any last-level cache here; 5 passes per read pattern.
+            let reader = ReadProbe::new(1 << 30, 5);
+            timing.run(builder.build()?, "read", || Ok(reader.bytes_per_s()))
+        }
+    }
+}
 
-    // Each run's decode is paired with a read-bandwidth measurement taken right after
-    // it: a shared VM's bandwidth drifts by a third within minutes, and one measurement
-    // for all runs made the fraction of the bound swing with it.
-    // 1 GiB: several times any last-level cache here; 5 passes per read pattern.
-    let reader = ReadProbe::new(1 << 30, 5);
-    let read_per_token = bytes_per_token as f64 + kv_bytes_per_token;
-    let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
-    let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
-    for _ in 0..a.runs.max(1) {
-        let out = engine.generate(&request)?;
-        prefill_tps.push(out.prompt_tokens as f64 / (out.prefill_ms / 1e3));
-        let tps = out.decode_tokens_per_s();
-        let bandwidth = reader.bytes_per_s();
-        decode_tps.push(tps);
-        bandwidths.push(bandwidth);
-        fractions.push(tps / (bandwidth / read_per_token));
+/// What `bench decode` measures once its engine is built, on whichever backend.
+struct Timing<'a> {
+    a: &'a DecodeArgs,
+    prompt: Vec<u32>,
+    /// Weight and mean KV bytes a decode step reads.
+    read_per_token: f64,
+    bytes_per_token: usize,
+}
+
+impl Timing<'_> {
+    /// Times the runs; `bandwidth` measures the memory bandwidth (bytes/s) the bound is
+    /// taken from, by the method `method` names.
+    fn run<B: Backend>(
+        self,
+        mut engine: Engine<B>,
+        method: &str,
+        bandwidth: impl Fn() -> Result<f64, CliError>,
+    ) -> Result<(), CliError> {
+        let Timing {
+            a,
+            prompt,
+            read_per_token,
+            bytes_per_token,
+        } = self;
+        let vocab = engine.model().config().vocab_size as u32;
+        if a.streams > 1 {
+            let prompts: Vec<Vec<u32>> = (0..a.streams)
+                .map(|s| {
+                    let mut p = prompt.clone();
+                    p[0] = (p[0] + s as u32) % vocab;
+                    p
+                })
+                .collect();
+            let mut rates = super::bench_streams::aggregate_decode(
+                &mut engine,
+                &prompts,
+                a.decode_tokens,
+                a.runs,
+            )?;
+            let v = serde_json::json!({
+                "streams": a.streams,
+                "prompt_tokens": prompt.len(),
+                "decode_tokens": a.decode_tokens,
+                "aggregate_decode_tokens_per_s": median(&mut rates),
+                "runs": rates,
+                "threads": rayon::current_num_threads(),
+            });
+            println!("{v}");
+            return Ok(());
+        }
+        let request = GenerateRequest {
+            prompt,
+            max_new_tokens: a.decode_tokens + 1,
+            ..GenerateRequest::default()
+        };
+        // Warm up page cache, thread pool (or kernels) and the cache's pages.
+        engine.generate(&GenerateRequest {
+            prompt: request.prompt[..8.min(request.prompt.len())].to_vec(),
+            max_new_tokens: 2,
+            ..GenerateRequest::default()
+        })?;
+        // Each run's decode is paired with a bandwidth measurement taken right after
+        // it: a shared VM's bandwidth drifts by a third within minutes, and one
+        // measurement for all runs made the fraction of the bound swing with it.
+        let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
+        let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
+        for _ in 0..a.runs.max(1) {
+            let out = engine.generate(&request)?;
+            prefill_tps.push(out.prompt_tokens as f64 / (out.prefill_ms / 1e3));
+            let tps = out.decode_tokens_per_s();
+            let bw = bandwidth()?;
+            decode_tps.push(tps);
+            bandwidths.push(bw);
+            fractions.push(tps / (bw / read_per_token));
+        }
+        let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
+        let bw = median(&mut bandwidths);
+        let kv_bytes_per_token = read_per_token - bytes_per_token as f64;
+        let v = serde_json::json!({
+            "prompt_tokens": request.prompt.len(),
+            "prefill_tokens_per_s": prefill_tps,
+            "decode_tokens": a.decode_tokens,
+            "decode_tokens_per_s": decode_tps,
+            "kv_dtype": engine.config().cache.kv_dtype.name(),
+            "weight_bytes_per_token": bytes_per_token,
+            "kv_bytes_per_token": kv_bytes_per_token.round(),
+            "bandwidth_method": method,
+            "read_bandwidth_gb_per_s": bw / 1e9,
+            "bandwidth_bound_tokens_per_s": bw / read_per_token,
+            "fraction_of_bound": median(&mut fractions),
+            "threads": rayon::current_num_threads(),
+            "runs": a.runs.max(1),
+        });
+        if a.json {
+            println!("{v}");
+        } else {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        Ok(())
     }
-    let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
-    let bandwidth = median(&mut bandwidths);
-    let v = serde_json::json!({
-        "prompt_tokens": request.prompt.len(),
-        "prefill_tokens_per_s": prefill_tps,
-        "decode_tokens": a.decode_tokens,
-        "decode_tokens_per_s": decode_tps,
-        "kv_dtype": engine.config().cache.kv_dtype.name(),
-        "weight_bytes_per_token": bytes_per_token,
-        "kv_bytes_per_token": kv_bytes_per_token.round(),
-        "read_bandwidth_gb_per_s": bandwidth / 1e9,
-        "bandwidth_bound_tokens_per_s": bandwidth / read_per_token,
-        "fraction_of_bound": median(&mut fractions),
-        "threads": rayon::current_num_threads(),
-        "runs": a.runs.max(1),
-    });
-    if a.json {
-        println!("{v}");
-    } else {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    }
-    Ok(())
 }

@@ -7,8 +7,10 @@
 
 mod calibrate;
 mod plan;
+mod random;
 mod writer;
 
 pub use calibrate::calibrate;
 pub use plan::{FusedGroup, QuantFormat, QuantizePlan};
+pub use random::write_random_nvfp4_checkpoint;
 pub use writer::{CalibrationScales, ExportOptions, ExportReport, quantize_checkpoint};

@@ -46,7 +46,65 @@ pub struct ExportReport {
     pub files: Vec<PathBuf>,
 }
 
-type Tensor = (String, safetensors::Dtype, Vec<usize>, Vec<u8>);
+/// A tensor to write: name, dtype, shape, little-endian bytes.
+pub(super) type Tensor = (String, safetensors::Dtype, Vec<usize>, Vec<u8>);
+
+/// Tensors written out in files of about `limit` bytes as they come, named and indexed
+/// as HF does by [`Shards::finish`].
+pub(super) struct Shards<'a> {
+    dir: &'a Path,
+    limit: usize,
+    pending: Vec<Tensor>,
+    pending_bytes: usize,
+    files: Vec<PathBuf>,
+    names: Vec<Vec<String>>,
+}
+
+impl<'a> Shards<'a> {
+    pub(super) fn new(dir: &'a Path, limit: usize) -> Self {
+        Shards {
+            dir,
+            limit,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            files: Vec::new(),
+            names: Vec::new(),
+        }
+    }
+
+    /// Adds `tensors`, writing a file once the pending ones reach the limit.
+    pub(super) fn push(&mut self, tensors: Vec<Tensor>) -> Result<()> {
+        for t in tensors {
+            self.pending_bytes += t.3.len();
+            self.pending.push(t);
+        }
+        if self.pending_bytes >= self.limit {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let path = (self.dir).join(format!("model-{:05}.safetensors", self.files.len() + 1));
+        write_safetensors(&path, &self.pending)?;
+        self.names
+            .push(self.pending.iter().map(|t| t.0.clone()).collect());
+        self.files.push(path);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the rest and gives the files their final names; returns them.
+    pub(super) fn finish(mut self) -> Result<Vec<PathBuf>> {
+        self.flush()?;
+        finish_files(self.dir, &mut self.files, &self.names)?;
+        Ok(self.files)
+    }
+}
 
 /// Quantizes the checkpoint in `src` into `dst` (created if missing).
 /// `progress(done, total)` is called after each tensor.
@@ -86,28 +144,11 @@ pub fn quantize_checkpoint(
 
     let names: Vec<&TensorView> = ckpt.tensors().collect();
     let total = names.len();
-    let mut shard: Vec<Tensor> = Vec::new();
-    let mut shard_bytes = 0;
-    let mut shards: Vec<Vec<String>> = Vec::new();
-    let mut files = Vec::new();
+    let mut shards = Shards::new(dst, opts.max_shard_bytes);
     let mut report = ExportReport {
         quantized: 0,
         copied: 0,
         files: Vec::new(),
-    };
-    let flush = |shard: &mut Vec<Tensor>,
-                 files: &mut Vec<PathBuf>,
-                 shards: &mut Vec<Vec<String>>|
-     -> Result<()> {
-        if shard.is_empty() {
-            return Ok(());
-        }
-        let path = dst.join(format!("model-{:05}.safetensors", files.len() + 1));
-        write_safetensors(&path, shard)?;
-        shards.push(shard.iter().map(|t| t.0.clone()).collect());
-        files.push(path);
-        shard.clear();
-        Ok(())
     };
     for (done, t) in names.iter().enumerate() {
         let prefix = t.name.strip_suffix(".weight").unwrap_or(&t.name);
@@ -124,21 +165,13 @@ pub fn quantize_checkpoint(
                 t.data.to_vec(),
             )]
         };
-        for tensor in out {
-            shard_bytes += tensor.3.len();
-            shard.push(tensor);
-        }
-        if shard_bytes >= opts.max_shard_bytes {
-            flush(&mut shard, &mut files, &mut shards)?;
-            shard_bytes = 0;
-        }
+        shards.push(out)?;
         progress(done + 1, total);
     }
     let kv = kv_scale_tensors(opts.calibration.as_ref())?;
     let kv_fp8 = !kv.is_empty();
-    shard.extend(kv);
-    flush(&mut shard, &mut files, &mut shards)?;
-    finish_files(dst, &mut files, &shards)?;
+    shards.push(kv)?;
+    let files = shards.finish()?;
     write_metadata(src, dst, &plan, opts.format, kv_fp8)?;
     report.files = files;
     Ok(report)
