@@ -19,7 +19,8 @@
 #   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations and the
 #   whole model (CudaBackend) against the CPU backend (they compile through the
 #   machine's NVRTC), then the NVRTC compile test on its own (its failure is reported,
-#   not fatal), then the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
+#   not fatal), the embedded demo model's greedy reply on cuda:0 beside the CPU's, then
+#   the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
 #   written on the device (`bench synth --shape qwen3.6-27b --weights nvfp4`, ≈17 GB in
 #   $SYNTH_DIR, default /tmp/edge-27b-nvfp4) against the device's copy bandwidth. The log
 #   goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
@@ -100,6 +101,13 @@ run() {
     echo "== NVRTC compile test (informational)" | tee -a "$out/cuda_checks.log"
     "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 \
         2>&1 | tee -a "$out/cuda_checks.log" || echo "NVRTC compile test failed (no libnvrtc here?)" | tee -a "$out/cuda_checks.log"
+    echo "== the embedded demo model end to end: generate on cuda:0 against the CPU (bf16 activations both)" | tee -a "$out/cuda_checks.log"
+    local prompt="List the Python files and count their lines" gpu_text cpu_text
+    gpu_text=$(timeout 120 "$DEV/bin/edge-llm" generate --device cuda:0 --prompt "$prompt" 2>&1) || true
+    cpu_text=$(timeout 120 "$DEV/bin/edge-llm" generate --act-quant bf16 --prompt "$prompt" 2>&1) || true
+    { echo "cuda: $gpu_text"; echo "cpu:  $cpu_text"
+      [[ "$gpu_text" == "$cpu_text" ]] && echo "same greedy text: yes" || echo "same greedy text: NO"; } |
+        tee -a "$out/cuda_checks.log"
     echo "== 27B-shaped NVFP4 decode (bench decode --device cuda:0)" | tee -a "$out/cuda_checks.log"
     local synth="${SYNTH_DIR:-/tmp/edge-27b-nvfp4}"
     [[ -f "$synth/config.json" ]] || timeout 150 "$DEV/bin/edge-llm" bench synth \
