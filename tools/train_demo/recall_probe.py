@@ -134,13 +134,23 @@ def main():
                     help="each batch's task ids shifted to a random run of the --vocab ids")
     ap.add_argument("--widen", type=int, default=0,
                     help="once accuracy reaches 90%%, double the range the ids move in every N steps")
+    ap.add_argument("--freeze-embed", type=float, default=0.0, metavar="STD",
+                    help="keep the (tied) embedding at a random N(0, STD²) initialisation (0: train it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     model, forward = build(args)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    if args.freeze_embed:
+        # A copy circuit over fixed random embeddings cannot specialise to the ids it
+        # was trained on: does the lookup then carry over to every id?
+        # Rows large enough for the tied output layer to separate the ids.
+        with torch.no_grad():
+            model.get_input_embeddings().weight.normal_(0.0, args.freeze_embed)
+        model.get_input_embeddings().weight.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.1)
     make = copy_batch if args.task == "copy" else (lambda: recall_batch(args.pool))
     t0 = time.time()
     formed_at = None

@@ -24,11 +24,16 @@ fn kernel_sized_config() -> serde_json::Value {
     })
 }
 
-fn models() -> (Qwen35Model, Qwen35Model<CudaBackend>, CudaBackend) {
-    let dir = std::env::temp_dir().join(format!("edge-model-cuda-backend-{}", std::process::id()));
+/// A kernel-sized synthetic bf16 checkpoint (with an MTP head) in a fresh folder.
+fn checkpoint(name: &str, seed: u64) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("edge-model-cuda-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    write_predictable_checkpoint(&dir, &kernel_sized_config(), SyntheticDType::Bf16, 11).unwrap();
-    let host = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
+    write_predictable_checkpoint(&dir, &kernel_sized_config(), SyntheticDType::Bf16, seed).unwrap();
+    dir
+}
+
+fn models() -> (Qwen35Model, Qwen35Model<CudaBackend>, CudaBackend) {
+    let host = Qwen35Model::load(&checkpoint("backend", 11), ActivationMode::Bf16).unwrap();
     let mut gpu = CudaBackend::on(device());
     let model = host.to_backend(&mut gpu).unwrap();
     (host, model, gpu)
@@ -148,10 +153,7 @@ fn a_token_tree_and_its_commit_match_the_cpu() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
 fn cpu_only_modes_are_refused_with_a_typed_error() {
-    let dir = std::env::temp_dir().join(format!("edge-model-cuda-refuse-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    write_predictable_checkpoint(&dir, &kernel_sized_config(), SyntheticDType::Bf16, 3).unwrap();
-    let host = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
+    let host = Qwen35Model::load(&checkpoint("refuse", 3), ActivationMode::None).unwrap();
     let err = host.to_backend(&mut CudaBackend::on(device())).unwrap_err();
     assert!(
         matches!(
