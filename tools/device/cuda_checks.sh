@@ -22,7 +22,8 @@
 #   not fatal), the embedded demo model's greedy reply on cuda:0 beside the CPU's, then
 #   the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
 #   written on the device (`bench synth --shape qwen3.6-27b --weights nvfp4`, ≈17 GB in
-#   $SYNTH_DIR, default /tmp/edge-27b-nvfp4) against the device's copy bandwidth. The log
+#   $SYNTH_DIR, default /tmp/edge-27b-nvfp4) against the device's copy bandwidth, and
+#   the cost of verifying token trees of 1 to 32 nodes on it (bench verify). The log
 #   goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
 set -euo pipefail
 
@@ -115,6 +116,10 @@ run() {
     timeout 240 "$DEV/bin/edge-llm" bench decode --model "$synth" --device cuda:0 \
         --kv-dtype fp8 --prompt-tokens 256 --decode-tokens 64 --runs 3 --json 2>&1 |
         tee -a "$out/cuda_checks.log" || echo "27B decode benchmark failed" | tee -a "$out/cuda_checks.log"
+    echo "== 27B-shaped tree verification (bench verify --device cuda:0)" | tee -a "$out/cuda_checks.log"
+    timeout 180 "$DEV/bin/edge-llm" bench verify --model "$synth" --device cuda:0 \
+        --kv-dtype fp8 --depth 256 --nodes 1,8,16,32 --steps 4 --rounds 2 --json 2>&1 |
+        tee -a "$out/cuda_checks.log" || echo "27B verify benchmark failed" | tee -a "$out/cuda_checks.log"
     echo "== parity status: $status" | tee -a "$out/cuda_checks.log"
     return "$status"
 }

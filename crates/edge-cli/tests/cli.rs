@@ -231,6 +231,14 @@ fn errors_are_messages_not_panics() {
             "--device",
             "cuda:0",
         ],
+        vec![
+            "bench",
+            "verify",
+            "--model",
+            &fixture("qwen35-tiny-f32"),
+            "--device",
+            "cuda:0",
+        ],
         // A tools file that is JSON but not an array of tool schemas.
         vec![
             "generate",

@@ -34,6 +34,18 @@ pub enum ActivationMode {
     Fastest,
 }
 
+impl ActivationMode {
+    /// This mode as a model for `device` should load: on a GPU
+    /// [`ActivationMode::Fastest`] means bf16 activations (the tensor-core kernels; the
+    /// CPU's W4A8 has no GPU kernel); other modes are kept.
+    pub fn on_device(self, device: edge_core::Device) -> Self {
+        match (device, self) {
+            (edge_core::Device::Cuda(_), ActivationMode::Fastest) => ActivationMode::Bf16,
+            (_, mode) => mode,
+        }
+    }
+}
+
 impl std::str::FromStr for ActivationMode {
     type Err = ModelError;
 
@@ -235,5 +247,32 @@ impl Embedding {
             _ => LinearWeight::F32(self.view.to_f32()?),
         };
         Ok(Linear::new(self.vocab, self.hidden, weight)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ActivationMode;
+    use edge_core::Device;
+
+    /// On a GPU `auto` means bf16 activations; every other mode, and every mode on the
+    /// CPU, is kept.
+    #[test]
+    fn the_fastest_mode_depends_on_the_device() {
+        let all = [
+            ActivationMode::None,
+            ActivationMode::Bf16,
+            ActivationMode::Nvfp4,
+            ActivationMode::Int8,
+            ActivationMode::Fastest,
+        ];
+        for mode in all {
+            assert_eq!(mode.on_device(Device::Cpu), mode);
+            let gpu = match mode {
+                ActivationMode::Fastest => ActivationMode::Bf16,
+                m => m,
+            };
+            assert_eq!(mode.on_device(Device::Cuda(1)), gpu);
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::cli_error::CliError;
 use clap::Args;
+use edge_core::Device;
 use edge_kvcache::{CacheConfig, KvDType, PagedCache, SequenceCache};
 use edge_model::{
     AcceptedPath, ActivationMode, Backend, Cpu, LoadOptions, LogitRows, Qwen35Model, StepBatch,
@@ -35,6 +36,10 @@ pub struct VerifyArgs {
     /// KV page element type.
     #[arg(long, default_value = "f32")]
     pub kv_dtype: KvDType,
+    /// The device: cpu (default) or cuda:N (a `--features cuda` build; `--act-quant
+    /// auto` then means bf16 activations).
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -45,13 +50,6 @@ pub struct VerifyArgs {
 /// drafting makes near the root) followed by a commit of its root, against the median
 /// plain one-token decode step.
 pub fn run(a: VerifyArgs) -> Result<(), CliError> {
-    let model = Qwen35Model::load_with(
-        &a.model,
-        LoadOptions {
-            activations: a.act_quant,
-        },
-    )?;
-    let vocab = model.config().vocab_size as u32;
     if a.nodes
         .iter()
         .any(|&n| n == 0 || n > edge_model::MAX_TREE_ROWS)
@@ -61,20 +59,55 @@ pub fn run(a: VerifyArgs) -> Result<(), CliError> {
             edge_model::MAX_TREE_ROWS
         )));
     }
+    let activations = a.act_quant.on_device(a.device);
+    let model = Qwen35Model::load_with(&a.model, LoadOptions { activations })?;
+    let v = match a.device {
+        Device::Cpu => time_trees(&model, &mut Cpu::new(), &a)?,
+        #[cfg(feature = "cuda")]
+        Device::Cuda(n) => {
+            let mut gpu = edge_model::cuda::CudaBackend::with_default_cache(n)?;
+            let on_gpu = model.to_backend(&mut gpu)?;
+            drop(model);
+            time_trees(&on_gpu, &mut gpu, &a)?
+        }
+        #[cfg(not(feature = "cuda"))]
+        Device::Cuda(_) => {
+            return Err(CliError::Usage(format!(
+                "device {}: this build has no CUDA support (build with the `cuda` feature)",
+                a.device
+            )));
+        }
+    };
+    if a.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// The timings of `run` on backend `be`, as JSON. Every timed forward downloads its
+/// logits, which waits for a GPU's queued work, so the wall clock measures the device.
+fn time_trees<B: Backend>(
+    model: &Qwen35Model<B>,
+    be: &mut B,
+    a: &VerifyArgs,
+) -> Result<serde_json::Value, CliError> {
+    let vocab = model.config().vocab_size as u32;
     let config = CacheConfig {
         kv_dtype: a.kv_dtype,
         prefix_cache: false,
         ..CacheConfig::default()
     };
-    let mut cache = PagedCache::new(model.cache_spec(&config), config)?;
+    let memory = be.cache_memory(&model.cache_spec(&config), &config)?;
+    let mut cache = PagedCache::with_memory(memory, config)?;
     let seq = cache.new_sequence(a.depth + a.steps + 64)?;
-    let mut cpu = Cpu::new();
     let prompt: Vec<u32> = (0..a.depth.max(1) as u32)
         .map(|i| (i * 7919 + 13) % vocab)
         .collect();
     let batch = StepBatch::single(seq, &prompt, 0, LogitRows::None);
-    let out = model.forward(&mut cpu, &batch, &mut cache)?;
-    cpu.free(out.hidden);
+    let out = model.forward(be, &batch, &mut cache)?;
+    be.free(out.hidden);
     let base = cache.sequence(seq)?.len;
     let saved = cache.save_state(seq)?;
     let mut decode_ms = Vec::new();
@@ -89,8 +122,8 @@ pub fn run(a: VerifyArgs) -> Result<(), CliError> {
                 let t = Instant::now();
                 if n == 0 {
                     let b = StepBatch::single(seq, &tokens[..1], len, LogitRows::Last);
-                    let out = model.forward(&mut cpu, &b, &mut cache)?;
-                    cpu.free(out.hidden);
+                    let out = model.forward(be, &b, &mut cache)?;
+                    be.free(out.hidden);
                     decode_ms.push(t.elapsed().as_secs_f64() * 1e3);
                     continue;
                 }
@@ -99,15 +132,10 @@ pub fn run(a: VerifyArgs) -> Result<(), CliError> {
                     .collect();
                 let mut b = StepBatch::new();
                 b.push_tree(seq, &tokens, &parents, len, LogitRows::All);
-                let out = model.forward(&mut cpu, &b, &mut cache)?;
+                let out = model.forward(be, &b, &mut cache)?;
                 let kept = out.tree.expect("a tree pass keeps its inputs");
-                model.commit_tree(
-                    &mut cpu,
-                    kept,
-                    &[AcceptedPath { seq, rows: vec![0] }],
-                    &mut cache,
-                )?;
-                cpu.free(out.hidden);
+                model.commit_tree(be, kept, &[AcceptedPath { seq, rows: vec![0] }], &mut cache)?;
+                be.free(out.hidden);
                 tree_ms[k - 1].push(t.elapsed().as_secs_f64() * 1e3);
             }
             cache.truncate(seq, base)?;
@@ -121,18 +149,13 @@ pub fn run(a: VerifyArgs) -> Result<(), CliError> {
             serde_json::json!({"nodes": n, "ms_per_forward": m, "vs_decode_step": m / decode})
         })
         .collect();
-    let v = serde_json::json!({
+    Ok(serde_json::json!({
+        "device": a.device.to_string(),
         "depth": base,
         "decode_step_ms": decode,
         "trees": sizes,
         "threads": rayon::current_num_threads(),
-    });
-    if a.json {
-        println!("{v}");
-    } else {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    }
-    Ok(())
+    }))
 }
 
 /// The median of a non-empty list.

@@ -73,13 +73,9 @@ pub enum SpecMode {
 }
 
 impl EngineArgs {
-    /// `mode` as the model should load for this device: on a GPU, `auto` means bf16
-    /// activations (the tensor-core kernels; the CPU's W4A8 has no GPU kernel).
+    /// `mode` as the model should load for this device ([`ActivationMode::on_device`]).
     pub fn activations(&self, mode: ActivationMode) -> ActivationMode {
-        match (self.device.unwrap_or_default(), mode) {
-            (edge_core::Device::Cuda(_), ActivationMode::Fastest) => ActivationMode::Bf16,
-            (_, mode) => mode,
-        }
+        mode.on_device(self.device.unwrap_or_default())
     }
 
     /// An [`EngineBuilder`] for `model` with these flags over its defaults.

@@ -203,21 +203,15 @@ impl EngineBuilder {
     /// driver, no such device or no NVRTC is a typed error.
     #[cfg(feature = "cuda")]
     pub fn build_cuda(self) -> Result<Engine<edge_model::cuda::CudaBackend>> {
-        use edge_core::cuda::KernelCache;
         use edge_model::cuda::CudaBackend;
 
         let ordinal = match self.device {
             Device::Cuda(n) => n,
             Device::Cpu => 0,
         };
-        let activations = match self.activations {
-            ActivationMode::Fastest => ActivationMode::Bf16,
-            mode => mode,
-        };
+        let activations = self.activations.on_device(Device::Cuda(ordinal));
         let host = self.host_model(activations)?;
-        let cache =
-            KernelCache::user_default_dir().map_or_else(KernelCache::disabled, KernelCache::in_dir);
-        let mut backend = CudaBackend::new(ordinal, cache)?;
+        let mut backend = CudaBackend::with_default_cache(ordinal)?;
         let model = Arc::new(host.to_backend(&mut backend)?);
         let speculation = match self.speculation {
             Speculation::Given(s) => s,

@@ -76,6 +76,14 @@ impl CudaBackend {
         Ok(Self::on(CudaDevice::new(ordinal, cache)?))
     }
 
+    /// The backend on GPU `ordinal`, with compiled kernels kept in
+    /// [`KernelCache::user_default_dir`] (not kept when there is no such folder).
+    pub fn with_default_cache(ordinal: usize) -> Result<Self> {
+        let cache =
+            KernelCache::user_default_dir().map_or_else(KernelCache::disabled, KernelCache::in_dir);
+        Self::new(ordinal, cache)
+    }
+
     /// The backend on an opened device.
     pub fn on(dev: Arc<CudaDevice>) -> Self {
         CudaBackend {
