@@ -35,7 +35,6 @@ use super::gdn::{GdnHeads, GdnLayer};
 use super::memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent};
 use super::{KvPages, PagedAttention, rope};
 use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, LinearShape, SpanPlan};
-use crate::gdn_rows::GdnRows;
 use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
 use crate::{ModelError, Result};
@@ -121,6 +120,13 @@ fn operands<'a, const N: usize>(
             bufs.map(DeviceBuf::len)
         ))),
     }
+}
+
+/// The written operand of an operation whose inputs are allocated.
+fn written<'a>(op: &str, buf: &'a mut DeviceBuf) -> Result<&'a mut CudaSlice<f32>> {
+    buf.slice_mut().ok_or_else(|| {
+        ModelError::InvalidInput(format!("{op}: the output is empty and the inputs are not"))
+    })
 }
 
 /// The one written operand of an operation, or `None` when the call has no rows.
@@ -234,7 +240,7 @@ impl Backend for CudaBackend {
             return Ok(());
         };
         for (layer, out) in layers.iter().zip(outs.iter_mut()) {
-            let y = output("linear", out, false)?.expect("allocated");
+            let y = written("linear", out)?;
             layer.forward(self, x, rows, y)?;
         }
         Ok(())
@@ -250,7 +256,7 @@ impl Backend for CudaBackend {
         let Some([x]) = operands("rms_norm", [x])? else {
             return Ok(());
         };
-        let y = output("rms_norm", out, false)?.expect("allocated");
+        let y = written("rms_norm", out)?;
         super::rms_norm(&self.dev, x, &weight.0, eps, y)
     }
 
@@ -258,7 +264,7 @@ impl Backend for CudaBackend {
         let Some([y]) = operands("add", [y])? else {
             return Ok(());
         };
-        let x = output("add", x, false)?.expect("allocated");
+        let x = written("add", x)?;
         super::add(&self.dev, x, y)
     }
 
@@ -266,7 +272,7 @@ impl Backend for CudaBackend {
         let Some([g]) = operands("gate", [g])? else {
             return Ok(());
         };
-        let x = output("gate", x, false)?.expect("allocated");
+        let x = written("gate", x)?;
         super::gate(&self.dev, gate, g, x)
     }
 
@@ -280,7 +286,7 @@ impl Backend for CudaBackend {
         let Some([a, b]) = operands("concat_rows", [a, b])? else {
             return Ok(());
         };
-        let y = output("concat_rows", out, false)?.expect("allocated");
+        let y = written("concat_rows", out)?;
         super::concat_rows(&self.dev, a, b, width, y)
     }
 
@@ -308,9 +314,9 @@ impl Backend for CudaBackend {
             inv_freq,
             eps: layer.eps,
         };
-        let k = output("attention_inputs", k, false)?.expect("allocated");
-        let q = output("attention_inputs", q, false)?.expect("allocated");
-        let gate = output("attention_inputs", gate, false)?.expect("allocated");
+        let k = written("attention_inputs", k)?;
+        let q = written("attention_inputs", q)?;
+        let gate = written("attention_inputs", gate)?;
         super::attention_inputs(dev, &norms, qg, k, on_device, q, gate)
     }
 
@@ -367,7 +373,7 @@ impl Backend for CudaBackend {
             group: layer.heads / layer.kv_heads.max(1),
             head_dim: layer.head_dim,
         };
-        let out = output("attend", out, false)?.expect("allocated");
+        let out = written("attend", out)?;
         super::attention_rows(&dev, &paged, rows, q, out)
     }
 
@@ -387,9 +393,9 @@ impl Backend for CudaBackend {
         let dev = self.dev.clone();
         let spans = self.plans.gdn(&dev, plan)?;
         let (windows, _) = state.pools_mut();
-        let q = output("gdn_conv", q, false)?.expect("allocated");
-        let k = output("gdn_conv", k, false)?.expect("allocated");
-        let v = output("gdn_conv", v, false)?.expect("allocated");
+        let q = written("gdn_conv", q)?;
+        let k = written("gdn_conv", k)?;
+        let v = written("gdn_conv", v)?;
         super::gdn_conv(
             &dev,
             gdn_heads(layer),
@@ -417,7 +423,7 @@ impl Backend for CudaBackend {
         let spans = self.plans.gdn(&dev, plan)?;
         let (_, states) = state.pools_mut();
         let inputs = super::GdnInputs { q, k, v, b, a, z };
-        let out = output("gdn_recurrence", out, false)?.expect("allocated");
+        let out = written("gdn_recurrence", out)?;
         super::gdn_recurrence(&dev, &gdn_layer(layer), states, spans, &inputs, out)
     }
 
@@ -437,45 +443,46 @@ impl Backend for CudaBackend {
         }
         let rows: Vec<usize> = path.iter().map(|&r| span.rows.start + r).collect();
         let channels = layer.in_proj_qkv.out_features();
-        let hv = layer.value_heads;
+        let (hk, hv, dk, dv) = (
+            layer.key_heads,
+            layer.value_heads,
+            layer.key_dim,
+            layer.value_dim,
+        );
+        let n = rows.len();
         let qkv = self.gather_rows(&kept.qkv, channels, &rows)?;
         let b = self.gather_rows(&kept.b, hv, &rows)?;
         let a = self.gather_rows(&kept.a, hv, &rows)?;
-        let n = rows.len();
-        let (hk, dk, dv) = (layer.key_heads, layer.key_dim, layer.value_dim);
-        let mut q = self.alloc(n * hk * dk)?;
-        let mut k = self.alloc(n * hk * dk)?;
-        let mut v = self.alloc(n * hv * dv)?;
-        let z = self.alloc(n * hv * dv)?;
-        let mut out = self.alloc(n * hv * dv)?;
-        let slot = crate::error::dim_u32("gdn commit", "slot", span.slot.index())?;
-        let spans = super::GdnSpans::upload(&self.dev, GdnRows::chains(vec![slot], &[n])?)?;
-        let (windows, states) = state.pools_mut();
-        let slices = operands("gdn_commit", [&qkv, &b, &a, &z])?.expect("a non-empty path");
-        let [qkv_s, b_s, a_s, z_s] = slices;
-        super::gdn_conv(
-            &self.dev,
-            gdn_heads(layer),
-            &layer.conv_taps.0,
-            windows,
-            &spans,
-            qkv_s,
-            (
-                q.slice_mut().expect("allocated"),
-                k.slice_mut().expect("allocated"),
-                v.slice_mut().expect("allocated"),
-            ),
-        )?;
-        let inputs = super::GdnInputs {
-            q: q.slice().expect("allocated"),
-            k: k.slice().expect("allocated"),
-            v: v.slice().expect("allocated"),
-            b: b_s,
-            a: a_s,
-            z: z_s,
+        // The path as a plain span on the sequence's slot (the GDN ops read only the
+        // spans' rows and slots).
+        let chain = ForwardPlan {
+            spans: vec![SpanPlan {
+                rows: 0..n,
+                first: span.first,
+                pages: Vec::new(),
+                slot: span.slot,
+                tree: None,
+            }],
+            positions: vec![0; n],
+            block_size: 1,
         };
-        let o = out.slice_mut().expect("allocated");
-        super::gdn_recurrence(&self.dev, &gdn_layer(layer), states, &spans, &inputs, o)?;
+        let (mut q, mut k, mut v) = (
+            self.alloc(n * hk * dk)?,
+            self.alloc(n * hk * dk)?,
+            self.alloc(n * hv * dv)?,
+        );
+        self.gdn_conv(layer, state, &chain, &qkv, &mut q, &mut k, &mut v)?;
+        // The output gate only shapes the dropped output, never the state.
+        let (z, mut out) = (self.alloc(n * hv * dv)?, self.alloc(n * hv * dv)?);
+        let inputs = GdnInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            b: &b,
+            a: &a,
+            z: &z,
+        };
+        self.gdn_recurrence(layer, state, &chain, inputs, &mut out)?;
         for buf in [qkv, b, a, q, k, v, z, out] {
             self.free(buf);
         }
