@@ -149,6 +149,23 @@ impl ForwardPlan {
     pub fn slots(&self) -> Vec<SlotId> {
         self.spans.iter().map(|s| s.slot).collect()
     }
+
+    /// One chain span of `rows` rows on `span`'s state slot: what a tree commit runs its
+    /// accepted path through to advance the Gated DeltaNet (its ops read only the spans'
+    /// rows and slots; the plan has no pages).
+    pub fn gdn_chain(span: &SpanPlan, rows: usize) -> ForwardPlan {
+        ForwardPlan {
+            spans: vec![SpanPlan {
+                rows: 0..rows,
+                first: span.first,
+                pages: Vec::new(),
+                slot: span.slot,
+                tree: None,
+            }],
+            positions: vec![0; rows],
+            block_size: 1,
+        }
+    }
 }
 
 /// The inputs of a Gated DeltaNet recurrence after the conv: head-major per span

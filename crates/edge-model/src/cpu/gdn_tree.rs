@@ -171,17 +171,7 @@ pub fn commit(
         gathered.extend_from_slice(&qkv[r * c..][..c]);
     }
     // The path as a chain through the chain conv, which advances the window.
-    let chain = ForwardPlan {
-        spans: vec![SpanPlan {
-            rows: 0..m,
-            first: span.first,
-            pages: Vec::new(),
-            slot: span.slot,
-            tree: None,
-        }],
-        positions: vec![0; m],
-        block_size: 1,
-    };
+    let chain = ForwardPlan::gdn_chain(span, m);
     let (mut q, mut k, mut v) = (
         vec![0.0; hk * m * dk],
         vec![0.0; hk * m * dk],

@@ -34,7 +34,7 @@ pub use weights::{CudaEmbedding, CudaLinear, CudaVector};
 use super::gdn::{GdnHeads, GdnLayer};
 use super::memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent};
 use super::{KvPages, PagedAttention, rope};
-use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, LinearShape, SpanPlan};
+use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, SpanPlan};
 use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
 use crate::{ModelError, Result};
@@ -442,30 +442,12 @@ impl Backend for CudaBackend {
             return Ok(());
         }
         let rows: Vec<usize> = path.iter().map(|&r| span.rows.start + r).collect();
-        let channels = layer.in_proj_qkv.out_features();
-        let (hk, hv, dk, dv) = (
-            layer.key_heads,
-            layer.value_heads,
-            layer.key_dim,
-            layer.value_dim,
-        );
+        let (hk, hv, dk, dv) = layer.dims();
         let n = rows.len();
-        let qkv = self.gather_rows(&kept.qkv, channels, &rows)?;
+        let qkv = self.gather_rows(&kept.qkv, layer.channels(), &rows)?;
         let b = self.gather_rows(&kept.b, hv, &rows)?;
         let a = self.gather_rows(&kept.a, hv, &rows)?;
-        // The path as a plain span on the sequence's slot (the GDN ops read only the
-        // spans' rows and slots).
-        let chain = ForwardPlan {
-            spans: vec![SpanPlan {
-                rows: 0..n,
-                first: span.first,
-                pages: Vec::new(),
-                slot: span.slot,
-                tree: None,
-            }],
-            positions: vec![0; n],
-            block_size: 1,
-        };
+        let chain = ForwardPlan::gdn_chain(span, n);
         let (mut q, mut k, mut v) = (
             self.alloc(n * hk * dk)?,
             self.alloc(n * hk * dk)?,
