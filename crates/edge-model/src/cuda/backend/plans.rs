@@ -38,20 +38,22 @@ impl PlanUploads {
         plan: &ForwardPlan,
     ) -> Result<&DeviceAttentionRows> {
         self.select(plan);
-        if self.attention.is_none() {
-            let rows = AttentionRows::from_plan(plan)?;
-            self.attention = Some(DeviceAttentionRows::upload(dev, rows)?);
-        }
-        Ok(self.attention.as_ref().expect("uploaded above"))
+        Ok(match &mut self.attention {
+            Some(rows) => rows,
+            empty => empty.insert(DeviceAttentionRows::upload(
+                dev,
+                AttentionRows::from_plan(plan)?,
+            )?),
+        })
     }
 
     /// The Gated DeltaNet spans.
     pub(super) fn gdn(&mut self, dev: &CudaDevice, plan: &ForwardPlan) -> Result<&GdnSpans> {
         self.select(plan);
-        if self.gdn.is_none() {
-            self.gdn = Some(GdnSpans::upload(dev, GdnRows::from_plan(plan)?)?);
-        }
-        Ok(self.gdn.as_ref().expect("uploaded above"))
+        Ok(match &mut self.gdn {
+            Some(spans) => spans,
+            empty => empty.insert(GdnSpans::upload(dev, GdnRows::from_plan(plan)?)?),
+        })
     }
 }
 
@@ -67,9 +69,12 @@ impl<T: DeviceRepr + Clone + PartialEq> Mirror<T> {
 
     /// The device copy of `host` (non-empty).
     pub(super) fn get(&mut self, dev: &CudaDevice, host: &[T]) -> Result<&CudaSlice<T>> {
-        if self.copy.as_ref().map(|(h, _)| h.as_slice()) != Some(host) {
-            self.copy = Some((host.to_vec(), dev.upload(host)?));
+        if !matches!(&self.copy, Some((h, _)) if h.as_slice() == host) {
+            self.copy = None;
         }
-        Ok(&self.copy.as_ref().expect("uploaded above").1)
+        Ok(match &mut self.copy {
+            Some((_, copy)) => copy,
+            empty => &empty.insert((host.to_vec(), dev.upload(host)?)).1,
+        })
     }
 }
