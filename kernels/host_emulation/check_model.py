@@ -32,6 +32,7 @@ def setup(lib):
     lib.emu_kv_store.argtypes = [i32] + [p] * 5 + [f, f] + [u32] * 3 + [u64]
     lib.emu_kv_copy_rows.argtypes = [i32] + [p] * 3 + [u32] * 4
     lib.emu_attn_rows.argtypes = [p] * 7 + [i32, f, f, f] + [p] * 4 + [u32] * 8
+    lib.emu_attn_tiles.argtypes = [p] * 7 + [u32, p, p, i32, f, f, f] + [p] * 4 + [u32] * 8
 
 
 def sigmoid(x):
@@ -369,13 +370,18 @@ def check_kv_store(lib, rng):
 
 
 def attn_rows_plan(rng, spans, max_pages, block):
-    """Query rows of three kinds over `spans` sequences: decode rows (causal, the whole
-    table at most), prompt rows and token-tree nodes (a committed prefix plus a mask of
-    tree rows, some past bit 31 and one with no committed row)."""
+    """Query rows of four kinds over `spans` sequences: decode rows (causal, the whole
+    table at most), short prompt chunks, token-tree nodes (a committed prefix plus a mask
+    of tree rows, some past bit 31 and one with no committed row) and a long prompt chunk
+    (several tiles of the tile kernel)."""
     capacity = max_pages * block
     span_of, lens, masks = [], [], []
     for s in range(spans):
-        kind = s % 3
+        kind = s % 4
+        if kind == 3:  # a long prompt chunk from row 0
+            for i in range(min(70, capacity)):
+                span_of.append(s), lens.append(i + 1), masks.append(0)
+            continue
         if kind == 0:  # one decode row
             span_of.append(s), lens.append(capacity if s == 0 else int(rng.integers(1, capacity + 1))), masks.append(0)
         elif kind == 1:  # a prompt chunk at position `first`
@@ -391,9 +397,22 @@ def attn_rows_plan(rng, spans, max_pages, block):
     return (np.array(span_of, np.uint32), np.array(lens, np.uint32), np.array(masks, np.uint64))
 
 
+def attn_tiles(span_of, group):
+    """The tile kernel's tiles: runs of consecutive rows of one span, at most 64 // group
+    rows each (EQ_TILE_PAIRS pairs)."""
+    first, count, most = [], [], 64 // group
+    for i, s in enumerate(span_of):
+        if count and span_of[first[-1]] == s and count[-1] < most:
+            count[-1] += 1
+        else:
+            first.append(i), count.append(1)
+    return np.array(first, np.uint32), np.array(count, np.uint32)
+
+
 def check_attn_rows(lib, rng):
     for kv, (kv_heads, group, dim, block, spans, split_rows) in [
-            (0, (2, 3, 64, 16, 3, 32)), (1, (1, 8, 128, 8, 3, 16)), (2, (2, 1, 32, 4, 4, 8)), (0, (1, 2, 256, 16, 1, 64))]:
+            (0, (2, 3, 64, 16, 4, 32)), (1, (1, 8, 128, 8, 4, 16)), (2, (2, 1, 32, 4, 4, 8)), (0, (1, 2, 256, 16, 1, 64)),
+            (1, (2, 6, 256, 16, 4, 256)), (0, (4, 1, 32, 16, 5, 64))]:
         max_pages, pool = 6 if block >= 16 else 20, 24
         span_of, lens, masks = attn_rows_plan(rng, spans, max_pages, block)
         rows = len(lens)
@@ -436,7 +455,17 @@ def check_attn_rows(lib, rng):
                           group, dim, block, max_pages, split_rows, splits)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 2e-6, f"attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
-    print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence): match")
+        if kv == 2:
+            continue  # f32 caches take the row kernel only
+        first, count = attn_tiles(span_of, group)
+        part_m[:], part_l[:], part_acc[:], out[:] = np.nan, np.nan, np.nan, np.nan
+        lib.emu_attn_tiles(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), ptr(first), ptr(count),
+                           len(first), ptr(keys), ptr(values), kv, k_scale, v_scale, scale, ptr(part_m), ptr(part_l),
+                           ptr(part_acc), ptr(out), rows, kv_heads, group, dim, block, max_pages, split_rows, splits)
+        err = np.abs(out - want).max() / np.abs(want).max()
+        assert err < 1e-5, f"tile attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
+    print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence), "
+          "row and tensor-core tile kernels: match")
 
 
 def main():

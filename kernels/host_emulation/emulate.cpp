@@ -192,6 +192,7 @@ static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned
 #include "../model/sampling.cu"
 #include "../model/gdn.cu"
 #include "../model/attention.cu"
+#include "../model/attention_tiles.cu"
 #include "../model/rope.cu"
 #include "../model/kv_store.cu"
 #include "../fp8/quantize.cu"
@@ -435,6 +436,35 @@ void emu_attn_rows(const float* q, const eq_u32* table, const eq_u32* span_of,
     else EQ_DIMS(float, eq_attn_rows_f32)
 #undef EQ_DIMS
     launch(dim3{kv_heads, rows, splits}, EQ_ATTN_THREADS, k);
+    const eq_u32 heads = kv_heads * group;
+    launch(dim3{heads, rows, 1}, dim,
+           [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });
+}
+
+// The tile kernel (kv: 0 FP8, 1 bf16) and the combine, as attention_tiles.rs launches them.
+void emu_attn_tiles(const float* q, const eq_u32* table, const eq_u32* span_of,
+                    const eq_u32* lens, const eq_u64* masks, const eq_u32* tile_first,
+                    const eq_u32* tile_count, eq_u32 tiles, const void* keys,
+                    const void* values, int kv, float k_scale, float v_scale,
+                    float softmax_scale, float* part_m, float* part_l, float* part_acc,
+                    float* out, eq_u32 rows, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
+                    eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
+    std::function<void()> k;
+#define EQ_DIMS(KVT, NAME)                                                                \
+    {                                                                                     \
+        const KVT* kk = static_cast<const KVT*>(keys);                                    \
+        const KVT* vv = static_cast<const KVT*>(values);                                  \
+        switch (dim) {                                                                    \
+            case 32: k = [=] { NAME##_d32(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 64: k = [=] { NAME##_d64(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 128: k = [=] { NAME##_d128(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            default: k = [=] { NAME##_d256(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+        }                                                                                 \
+    }
+    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_tile_fp8)
+    else EQ_DIMS(eq_u16, eq_attn_tile_bf16)
+#undef EQ_DIMS
+    launch(dim3{kv_heads, tiles, splits}, EQ_TILE_THREADS, k);
     const eq_u32 heads = kv_heads * group;
     launch(dim3{heads, rows, 1}, dim,
            [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });

@@ -145,6 +145,28 @@ impl AttentionRows {
         (0..self.rows()).map(|i| self.end(i)).max().unwrap_or(0)
     }
 
+    /// The rows cut into tiles for a kernel that reads the cache once per tile: runs of
+    /// consecutive rows of one span, at most `most` rows each (at least 1). A prompt
+    /// chunk or a token tree becomes few tiles; a batch of decode rows one tile each.
+    pub fn query_tiles(&self, most: usize) -> Result<QueryTiles> {
+        let most = most.max(1);
+        let mut tiles = QueryTiles::default();
+        for (i, &span) in self.span_of.iter().enumerate() {
+            match (tiles.first.last(), tiles.count.last_mut()) {
+                (Some(&first), Some(count))
+                    if self.span_of[first as usize] == span && (*count as usize) < most =>
+                {
+                    *count += 1
+                }
+                _ => {
+                    tiles.first.push(dim_u32("attention tiles", "row", i)?);
+                    tiles.count.push(1);
+                }
+            }
+        }
+        Ok(tiles)
+    }
+
     /// Checks the arrays against each other: one entry per row, spans inside the table,
     /// every row sees at least one cache row and no row past its table.
     pub fn check(&self) -> Result<()> {
@@ -191,6 +213,28 @@ impl AttentionRows {
             }
         }
         Ok(())
+    }
+}
+
+/// Query rows in tiles ([`AttentionRows::query_tiles`]): tile `t` is rows
+/// `first[t] .. first[t] + count[t]`, all of one span.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueryTiles {
+    /// Each tile's first row.
+    pub first: Vec<u32>,
+    /// Each tile's rows.
+    pub count: Vec<u32>,
+}
+
+impl QueryTiles {
+    /// Tiles.
+    pub fn len(&self) -> usize {
+        self.first.len()
+    }
+
+    /// Whether there is no tile (no rows).
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty()
     }
 }
 
@@ -250,6 +294,13 @@ mod tests {
         assert_eq!(rows.stores, vec![9, 22, 23, 32, 13, 14, 15]);
         assert_eq!(rows.end(6), 8);
         assert_eq!(rows.longest(), 10);
+        // Tiles never mix spans and hold at most `most` rows.
+        let tiles = rows.query_tiles(2).unwrap();
+        assert_eq!(tiles.first, vec![0, 1, 3, 4, 6]);
+        assert_eq!(tiles.count, vec![1, 2, 1, 2, 1]);
+        let tiles = rows.query_tiles(64).unwrap();
+        assert_eq!((tiles.first, tiles.count), (vec![0, 1, 4], vec![1, 3, 3]));
+        assert_eq!(rows.query_tiles(0).unwrap().len(), 7);
 
         let mut short = plan.clone();
         short.spans[1].pages.pop();

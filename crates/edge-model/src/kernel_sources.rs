@@ -33,6 +33,19 @@ pub const GDN: KernelSource = model_kernel!("edge_model_gdn", "gdn.cu");
 /// (`kernels/model/attention.cu`).
 pub const ATTENTION: KernelSource = model_kernel!("edge_model_attention", "attention.cu");
 
+/// Tensor-core attention of prompt and tree rows in tiles over the paged KV cache
+/// (`kernels/model/attention_tiles.cu`, after `kernels/common/mma.cuh`).
+pub const ATTENTION_TILES: KernelSource = KernelSource {
+    name: "edge_model_attention_tiles",
+    code: concat!(
+        include_str!("../../../kernels/common/formats.cuh"),
+        "\n",
+        include_str!("../../../kernels/common/mma.cuh"),
+        "\n",
+        include_str!("../../../kernels/model/attention_tiles.cu"),
+    ),
+};
+
 /// The attention's inputs: q/gate split, q/k norms, partial RoPE (`kernels/model/rope.cu`).
 pub const ROPE: KernelSource = model_kernel!("edge_model_rope", "rope.cu");
 
@@ -40,7 +53,15 @@ pub const ROPE: KernelSource = model_kernel!("edge_model_rope", "rope.cu");
 pub const KV_STORE: KernelSource = model_kernel!("edge_model_kv_store", "kv_store.cu");
 
 /// The model's kernel sources.
-pub const MODEL: &[KernelSource] = &[ELEMENTWISE, SAMPLING, GDN, ATTENTION, ROPE, KV_STORE];
+pub const MODEL: &[KernelSource] = &[
+    ELEMENTWISE,
+    SAMPLING,
+    GDN,
+    ATTENTION,
+    ATTENTION_TILES,
+    ROPE,
+    KV_STORE,
+];
 
 /// The entry points of each model source (checked against the text by a test).
 pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
@@ -78,6 +99,19 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
             "eq_attn_rows_f32_d128",
             "eq_attn_rows_f32_d256",
             "eq_attn_combine",
+        ],
+    ),
+    (
+        "edge_model_attention_tiles",
+        &[
+            "eq_attn_tile_fp8_d32",
+            "eq_attn_tile_fp8_d64",
+            "eq_attn_tile_fp8_d128",
+            "eq_attn_tile_fp8_d256",
+            "eq_attn_tile_bf16_d32",
+            "eq_attn_tile_bf16_d64",
+            "eq_attn_tile_bf16_d128",
+            "eq_attn_tile_bf16_d256",
         ],
     ),
     ("edge_model_rope", &["eq_attn_inputs_f32"]),

@@ -36,7 +36,7 @@ mod tree;
 mod upload;
 mod weights;
 
-pub use attention_rows::AttentionRows;
+pub use attention_rows::{AttentionRows, QueryTiles};
 pub use backend::{Backend, ForwardPlan, Gate, GdnKept, LinearShape, SpanPlan, TreePlan};
 pub use batch::{LogitRows, MAX_TREE_ROWS, SeqSpan, StepBatch, TreeLayout};
 pub use checkpoint::{Checkpoint, TensorView};

@@ -1,13 +1,16 @@
 //! Attention over the paged KV cache on the GPU (`kernels/model/attention.cu`): decode,
 //! prompt and token-tree rows alike (each query row sees the rows its
 //! [`AttentionRows`] entry names), the sequence split across CTAs and merged by a second
-//! pass.
+//! pass. Prompt chunks and trees over FP8 or bf16 pages take the tensor-core tile kernel
+//! (`attention_tiles.rs`) for the first pass.
 
+use super::attention_tiles::{self, DeviceTiles, TILE_THREADS};
 use super::ops::{check_len, cuda_err, dim_u32};
-use crate::kernel_sources::ATTENTION;
+use crate::kernel_sources::{ATTENTION, ATTENTION_TILES};
 use crate::{AttentionRows, ModelError, Result};
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use edge_core::cuda::{CudaDevice, CudaSlice};
+use std::sync::OnceLock;
 
 /// Threads per CTA of the first pass (`EQ_ATTN_THREADS`).
 const THREADS: u32 = 128;
@@ -70,6 +73,9 @@ pub struct DeviceAttentionRows {
     lens: CudaSlice<u32>,
     masks: CudaSlice<u64>,
     stores: CudaSlice<u32>,
+    /// The query tiles, planned by the first launch that may use them (every attention
+    /// layer of a model has the same group size); `None` inside where tiling does not pay.
+    pub(super) tiles: OnceLock<Option<DeviceTiles>>,
 }
 
 impl DeviceAttentionRows {
@@ -96,6 +102,7 @@ impl DeviceAttentionRows {
             masks: dev.upload(&masks)?,
             stores: dev.upload(&pad(&rows.stores))?,
             host: rows,
+            tiles: OnceLock::new(),
         })
     }
 
@@ -119,6 +126,26 @@ pub fn attention_rows(
     rows: &DeviceAttentionRows,
     q: &CudaSlice<f32>,
     out: &mut CudaSlice<f32>,
+) -> Result<()> {
+    attention_pass(dev, layer, rows, q, out, FirstPassKernel::Auto)
+}
+
+/// The kernel of the first pass: the tile kernel where it pays ([`attention_rows`]), or
+/// the row kernel always (the tests compare the two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FirstPassKernel {
+    Auto,
+    Rows,
+}
+
+/// [`attention_rows`] with the first pass's kernel chosen by `kernel`.
+pub(super) fn attention_pass(
+    dev: &CudaDevice,
+    layer: &PagedAttention<'_>,
+    rows: &DeviceAttentionRows,
+    q: &CudaSlice<f32>,
+    out: &mut CudaSlice<f32>,
+    kernel: FirstPassKernel,
 ) -> Result<()> {
     const OP: &str = "attention";
     let host = &rows.host;
@@ -163,12 +190,31 @@ pub fn attention_rows(
         rows: dim_u32(OP, "rows", n)?,
         splits: dim_u32(OP, "splits", splits)?,
     };
+    // The tile kernel reads bf16-exact pages only (FP8 codes, bf16): f32 pages take rows.
+    let fresh;
+    let tiles = if kernel == FirstPassKernel::Rows || matches!(layer.pages, KvPages::F32 { .. }) {
+        None
+    } else {
+        let most = attention_tiles::TILE_PAIRS / group;
+        match rows.tiles.get() {
+            Some(cached) if cached.as_ref().is_none_or(|t| t.most == most) => cached.as_ref(),
+            Some(_) => {
+                fresh = attention_tiles::plan(dev, host, group)?;
+                fresh.as_ref()
+            }
+            None => {
+                let planned = attention_tiles::plan(dev, host, group)?;
+                rows.tiles.get_or_init(|| planned).as_ref()
+            }
+        }
+    };
     let scale = 1.0 / (dim as f32).sqrt();
     let mut pass = FirstPass {
         dev,
         dim,
         scale,
         rows,
+        tiles,
         q,
         parts: (&mut part_m, &mut part_l, &mut part_acc),
         dims: &dims,
@@ -226,6 +272,8 @@ struct FirstPass<'a> {
     /// The softmax scale, `1/√head_dim`.
     scale: f32,
     rows: &'a DeviceAttentionRows,
+    /// The query tiles where the tile kernel runs the pass.
+    tiles: Option<&'a DeviceTiles>,
     q: &'a CudaSlice<f32>,
     parts: (
         &'a mut CudaSlice<f32>,
@@ -236,7 +284,8 @@ struct FirstPass<'a> {
 }
 
 impl FirstPass<'_> {
-    /// Launches the first pass over pages of element type `T` (`kv` its kernel tag).
+    /// Launches the first pass over pages of element type `T` (`kv` its kernel tag): the
+    /// tile kernel where the pass has tiles, else the row kernel.
     fn run<T: DeviceRepr>(
         &mut self,
         kv: &str,
@@ -250,17 +299,34 @@ impl FirstPass<'_> {
             dim,
             scale,
             rows,
+            tiles,
             q,
             dims: d,
             ..
         } = *self;
         let (part_m, part_l, part_acc) =
             (&mut *self.parts.0, &mut *self.parts.1, &mut *self.parts.2);
-        let func = dev.function(&ATTENTION, &format!("eq_attn_rows_{kv}_d{dim}"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (d.kv_heads, d.rows, d.splits),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
+        let (func, cfg) = match tiles {
+            Some(t) => (
+                dev.function(&ATTENTION_TILES, &format!("eq_attn_tile_{kv}_d{dim}"))?,
+                LaunchConfig {
+                    grid_dim: (
+                        d.kv_heads,
+                        dim_u32("attention", "tiles", t.tiles)?,
+                        d.splits,
+                    ),
+                    block_dim: (TILE_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+            ),
+            None => (
+                dev.function(&ATTENTION, &format!("eq_attn_rows_{kv}_d{dim}"))?,
+                LaunchConfig {
+                    grid_dim: (d.kv_heads, d.rows, d.splits),
+                    block_dim: (THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+            ),
         };
         let mut launch = dev.stream().launch_builder(&func);
         launch
@@ -268,7 +334,11 @@ impl FirstPass<'_> {
             .arg(&rows.table)
             .arg(&rows.span_of)
             .arg(&rows.lens)
-            .arg(&rows.masks)
+            .arg(&rows.masks);
+        if let Some(t) = tiles {
+            launch.arg(&t.first).arg(&t.count);
+        }
+        launch
             .arg(keys)
             .arg(values)
             .arg(&k_scale)
@@ -282,12 +352,16 @@ impl FirstPass<'_> {
             .arg(&d.block)
             .arg(&d.max_pages)
             .arg(&d.split_rows);
-        // SAFETY: matches EQ_ATTN_ENTRY's parameters for the named cache type and head_dim.
-        // Checked by the caller and DeviceAttentionRows::upload: q holds rows·heads·dim
+        // SAFETY: matches EQ_ATTN_ENTRY's parameters (EQ_TILE_ENTRY's with the tile arrays
+        // after masks) for the named cache type and head_dim. The tiles are runs of rows
+        // of one span planned from the same host rows (first + count ≤ rows, at most
+        // EQ_TILE_PAIRS / group rows each). Checked by the caller and
+        // DeviceAttentionRows::upload: q holds rows·heads·dim
         // values; the row arrays hold one entry per row and name spans of the table; every
         // table entry is a page of the pool and no row sees past its table, so every row
         // read is inside keys/values; the partials hold rows·heads·splits (·dim) values for
-        // the grid (kv_heads, rows, splits) with splits·split_rows ≥ every row's end.
+        // the grid (kv_heads, rows or tiles, splits) with splits·split_rows ≥ every
+        // row's end.
         unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
         Ok(())
     }

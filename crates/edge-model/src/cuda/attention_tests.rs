@@ -1,6 +1,7 @@
 //! The attention's CUDA operations (inputs, KV store and copies, paged attention)
 //! against the CPU's own functions, on a GPU; ignored without one (see `tests.rs`).
 
+use super::attention::{FirstPassKernel, attention_pass};
 use super::tests::{device, values, values_f32};
 use super::*;
 use crate::AttentionRows;
@@ -16,11 +17,15 @@ fn attention_rows_match_reference() {
     // Qwen3.6-27B's attention: 24 query heads on 4 KV heads of 256; FP8 pages of 16 rows.
     let (kv_heads, group, dim, block, pool, max_pages) = (4, 6, 256, 16, 300, 64);
     // Span 0: a decode row at depth 1000; span 1: a prompt chunk of 5 rows at 17;
-    // span 2: a 4-node tree after 600 committed rows (root, two children, a grandchild).
-    let span_of = vec![0u32, 1, 1, 1, 1, 1, 2, 2, 2, 2];
-    let lens = vec![1000u32, 18, 19, 20, 21, 22, 600, 600, 600, 600];
-    let masks = vec![0u64, 0, 0, 0, 0, 0, 0b0001, 0b0011, 0b0101, 0b1011];
-    let table: Vec<u32> = (0..3 * max_pages)
+    // span 2: a 4-node tree after 600 committed rows (root, two children, a grandchild);
+    // span 3: a prompt chunk of 45 rows at 500 (five tiles of the tile kernel).
+    let mut span_of = vec![0u32, 1, 1, 1, 1, 1, 2, 2, 2, 2];
+    let mut lens = vec![1000u32, 18, 19, 20, 21, 22, 600, 600, 600, 600];
+    let mut masks = vec![0u64, 0, 0, 0, 0, 0, 0b0001, 0b0011, 0b0101, 0b1011];
+    span_of.extend([3; 45]);
+    lens.extend(501..546);
+    masks.extend([0; 45]);
+    let table: Vec<u32> = (0..4 * max_pages)
         .map(|i| ((i * 7919) % pool) as u32)
         .collect();
     let n = lens.len();
@@ -98,14 +103,25 @@ fn attention_rows_match_reference() {
     };
     let on_device = DeviceAttentionRows::upload(&dev, rows.clone()).unwrap();
     let mut out = dev.zeros::<f32>(n * heads * dim).unwrap();
-    attention_rows(&dev, &layer, &on_device, &dev.upload(&q).unwrap(), &mut out).unwrap();
-    let got = dev.download(&out).unwrap();
     let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let err = got
-        .iter()
-        .zip(&want)
-        .fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
-    assert!(err <= 1e-5 * scale, "max |err| {err:e} of {scale:e}");
+    // The tile kernel (chosen: 8 tiles for 55 rows) and the row kernel (forced).
+    for kernel in [FirstPassKernel::Auto, FirstPassKernel::Rows] {
+        let q_dev = dev.upload(&q).unwrap();
+        attention_pass(&dev, &layer, &on_device, &q_dev, &mut out, kernel).unwrap();
+        let got = dev.download(&out).unwrap();
+        let err = got
+            .iter()
+            .zip(&want)
+            .fold(0.0f64, |m, (&g, &w)| m.max((f64::from(g) - w).abs()));
+        assert!(
+            err <= 1e-5 * scale,
+            "{kernel:?}: max |err| {err:e} of {scale:e}"
+        );
+    }
+    assert!(
+        on_device.tiles.get().is_some_and(|t| t.is_some()),
+        "the mixed batch took the tile kernel"
+    );
 
     let too_long = AttentionRows {
         lens: vec![(max_pages * block + 1) as u32; n],

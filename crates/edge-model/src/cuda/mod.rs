@@ -6,12 +6,13 @@
 //!
 //! [`CudaBackend`] puts them together behind [`crate::Backend`], with the cache's device
 //! memory ([`CudaCacheMemory`]) and weights uploaded once. Not built yet: CUDA graphs for
-//! the decode step, a flash-style prompt attention and the Gated DeltaNet's chunked
-//! prompt form (prompts run the row kernels).
+//! the decode step and the Gated DeltaNet's chunked prompt form (prompts run its row
+//! kernels).
 
 mod attention;
 #[cfg(test)]
 mod attention_tests;
+mod attention_tiles;
 mod backend;
 #[cfg(test)]
 mod backend_tests;
