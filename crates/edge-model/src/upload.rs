@@ -12,7 +12,7 @@ use crate::layers::mlp::Mlp;
 use crate::model::{DecoderLayer, Mixer, Qwen35Model};
 use crate::mtp::MtpHead;
 use crate::weights::Embedding;
-use edge_quant::linear::Linear;
+use edge_quant::linear::{Linear, LinearWeight};
 
 /// A backend that can take the CPU model's weights. A weight format or activation mode
 /// the backend has no kernel for is an error naming the layer's format, never a silent
@@ -20,6 +20,17 @@ use edge_quant::linear::Linear;
 pub trait WeightUpload: Backend {
     /// A linear layer (weights, format and activation mode).
     fn upload_linear(&mut self, linear: &Linear) -> Result<Self::Linear>;
+    /// The vocabulary projection; `tied` is the uploaded embedding table where `linear`
+    /// is that very table (tied embeddings), which a backend may read in place instead of
+    /// holding a second copy. By default it is uploaded like any linear layer.
+    fn upload_lm_head(
+        &mut self,
+        linear: &Linear,
+        tied: Option<&Self::Embedding>,
+    ) -> Result<Self::Linear> {
+        let _ = tied;
+        self.upload_linear(linear)
+    }
     /// A parameter vector.
     fn upload_vector(&mut self, values: &[f32]) -> Result<Self::Vector>;
     /// The token embedding table.
@@ -45,16 +56,27 @@ impl WeightUpload for Cpu {
 impl Qwen35Model<Cpu> {
     /// The same model with its weights on `be`.
     pub fn to_backend<B: WeightUpload>(&self, be: &mut B) -> Result<Qwen35Model<B>> {
+        let embed = be.upload_embedding(&self.embed)?;
+        let lm_head =
+            be.upload_lm_head(&self.lm_head, self.lm_head_is_embedding().then_some(&embed))?;
         Ok(Qwen35Model {
             config: self.config.clone(),
-            embed: be.upload_embedding(&self.embed)?,
+            embed,
             layers: (self.layers.iter())
                 .map(|l| layer(be, l))
                 .collect::<Result<_>>()?,
             norm: be.upload_vector(&self.norm)?,
-            lm_head: be.upload_linear(&self.lm_head)?,
+            lm_head,
             mtp: self.mtp.as_ref().map(|m| mtp(be, m)).transpose()?,
         })
+    }
+
+    /// Whether `lm_head` reads the embedding table's own bytes (tied embeddings, loaded
+    /// by [`Embedding::as_linear`]), not a copy or a separate tensor.
+    pub(crate) fn lm_head_is_embedding(&self) -> bool {
+        let (_, table) = self.embed.stored();
+        matches!(self.lm_head.weight(), LinearWeight::Bf16(w)
+            if std::ptr::eq(w.as_ptr(), table.as_ptr()) && w.len() == table.len())
     }
 }
 
@@ -127,7 +149,9 @@ fn mtp<B: WeightUpload>(be: &mut B, m: &MtpHead) -> Result<MtpHead<B>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::synthetic::{SyntheticDType, tiny_config, write_predictable_checkpoint};
+    use crate::synthetic::{
+        SyntheticDType, tiny_config, write_predictable_checkpoint, write_random_checkpoint,
+    };
     use crate::{ActivationMode, Cpu, LogitRows, Qwen35Model, Session};
     use edge_kvcache::CacheConfig;
 
@@ -153,5 +177,30 @@ mod tests {
         let (a, b) = (run(&model), run(&copy));
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(a, b);
+    }
+
+    /// A tied `lm_head` is recognised as the embedding table (so a device backend can
+    /// share its copy); an untied checkpoint's is not.
+    #[test]
+    fn a_tied_lm_head_is_the_embedding_table() {
+        for tied in [true, false] {
+            let dir = std::env::temp_dir().join(format!(
+                "edge-model-upload-tied-{tied}-{}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut config = tiny_config(64);
+            config["tie_word_embeddings"] = tied.into();
+            write_random_checkpoint(&dir, &config, SyntheticDType::Bf16, 5).unwrap();
+            let model = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
+            std::fs::remove_dir_all(&dir).ok();
+            assert_eq!(model.lm_head_is_embedding(), tied);
+            let copy = model.to_backend(&mut Cpu::new()).unwrap();
+            assert_eq!(
+                copy.lm_head_is_embedding(),
+                tied,
+                "the CPU copy shares bytes"
+            );
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::tests::device;
 use super::*;
-use crate::synthetic::{SyntheticDType, write_predictable_checkpoint};
+use crate::synthetic::{SyntheticDType, write_predictable_checkpoint, write_random_checkpoint};
 use crate::{
     AcceptedPath, ActivationMode, Backend, Cpu, LogitRows, Qwen35Model, Session, StepBatch,
 };
@@ -165,4 +165,36 @@ fn cpu_only_modes_are_refused_with_a_typed_error() {
         ),
         "{err}"
     );
+}
+
+/// A tied `lm_head` reads the embedding table's device copy (no second upload), and the
+/// logits still match the CPU's.
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
+fn a_tied_lm_head_shares_the_embedding_table() {
+    let dir = std::env::temp_dir().join(format!("edge-model-cuda-tied-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    write_random_checkpoint(&dir, &kernel_sized_config(), SyntheticDType::Bf16, 4).unwrap();
+    let host = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(host.lm_head_is_embedding());
+    let mut gpu = CudaBackend::on(device());
+    let model = host.to_backend(&mut gpu).unwrap();
+    match model.lm_head() {
+        CudaLinear::Bf16(m) => assert!(
+            std::sync::Arc::ptr_eq(m.shared(), &model.embed.table),
+            "lm_head has its own copy"
+        ),
+        other => panic!("lm_head uploaded as {other:?}"),
+    }
+    let prompt: Vec<u32> = (0..9).map(|i| (i * 13 + 5) % 256).collect();
+    let a = Session::new(&host, CacheConfig::default())
+        .unwrap()
+        .forward(&prompt, LogitRows::All)
+        .unwrap();
+    let b = Session::with_backend(&model, gpu, CacheConfig::default())
+        .unwrap()
+        .forward(&prompt, LogitRows::All)
+        .unwrap();
+    assert_close("tied logits", &a.logits, &b.logits);
 }

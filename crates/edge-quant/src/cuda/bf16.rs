@@ -14,11 +14,13 @@ use super::{check_nonempty, cuda_err, sources};
 use crate::error::{QuantError, Result};
 use cudarc::driver::PushKernelArg;
 use edge_core::cuda::{CudaDevice, CudaSlice};
+use std::sync::Arc;
 
 /// A `[rows, cols]` bf16 matrix resident on the GPU (raw bf16 bits, row-major), `cols` a
-/// multiple of 16.
+/// multiple of 16. Its memory may be shared ([`CudaBf16Matrix::from_shared`]): a tied
+/// vocabulary projection reads the embedding table's own copy.
 pub struct CudaBf16Matrix {
-    data: CudaSlice<u16>,
+    data: Arc<CudaSlice<u16>>,
     rows: usize,
     cols: usize,
 }
@@ -26,6 +28,27 @@ pub struct CudaBf16Matrix {
 impl CudaBf16Matrix {
     /// Uploads `bits` (`half::bf16::to_bits` of each element) as a `[rows, cols]` matrix.
     pub fn upload(dev: &CudaDevice, bits: &[u16], rows: usize, cols: usize) -> Result<Self> {
+        Self::check_shape(rows, cols, bits.len())?;
+        Ok(CudaBf16Matrix {
+            data: Arc::new(dev.upload(bits)?),
+            rows,
+            cols,
+        })
+    }
+
+    /// A `[rows, cols]` matrix over bf16 bits already on the device (`data` holds exactly
+    /// `rows · cols` of them), shared with their other owners rather than copied.
+    pub fn from_shared(data: Arc<CudaSlice<u16>>, rows: usize, cols: usize) -> Result<Self> {
+        Self::check_shape(rows, cols, data.len())?;
+        Ok(CudaBf16Matrix { data, rows, cols })
+    }
+
+    /// The device memory, for sharing ([`CudaBf16Matrix::from_shared`]).
+    pub fn shared(&self) -> &Arc<CudaSlice<u16>> {
+        &self.data
+    }
+
+    fn check_shape(rows: usize, cols: usize, len: usize) -> Result<()> {
         check_nonempty("bf16 matrix", &[("rows", rows), ("cols", cols)])?;
         if !cols.is_multiple_of(16) {
             return Err(QuantError::NotMultiple {
@@ -34,18 +57,14 @@ impl CudaBf16Matrix {
                 got: cols,
             });
         }
-        if rows.checked_mul(cols) != Some(bits.len()) {
+        if rows.checked_mul(cols) != Some(len) {
             return Err(QuantError::LengthMismatch {
                 what: "bf16 matrix",
                 expected: rows.saturating_mul(cols),
-                got: bits.len(),
+                got: len,
             });
         }
-        Ok(CudaBf16Matrix {
-            data: dev.upload(bits)?,
-            rows,
-            cols,
-        })
+        Ok(())
     }
 
     /// Output features.
@@ -118,7 +137,7 @@ fn tc_into<A: Activation>(
     let func = dev.function(&sources::BF16_MMA, &name)?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
-        .arg(&w.data)
+        .arg(w.data.as_ref())
         .arg(x)
         .arg(y)
         .arg(&rows)

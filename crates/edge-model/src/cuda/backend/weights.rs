@@ -13,6 +13,7 @@ use edge_quant::cuda::{
     CudaBf16Matrix, CudaNvfp4Tensor, bf16_linear_tc_into, nvfp4_linear_into, nvfp4_linear_tc_into,
 };
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
+use std::sync::Arc;
 
 /// A linear layer on the device, with the product that matches its CPU twin's
 /// numerics.
@@ -96,9 +97,10 @@ impl std::fmt::Debug for CudaVector {
     }
 }
 
-/// The token embedding table on the device, as bf16 bits (`[vocab, hidden]`).
+/// The token embedding table on the device, as bf16 bits (`[vocab, hidden]`); a tied
+/// `lm_head` shares it.
 pub struct CudaEmbedding {
-    pub(super) table: CudaSlice<u16>,
+    pub(in crate::cuda) table: Arc<CudaSlice<u16>>,
     pub(super) hidden: usize,
 }
 
@@ -150,6 +152,26 @@ impl WeightUpload for CudaBackend {
         }
     }
 
+    /// A tied bf16 `lm_head` with bf16 activations reads the embedding table's device
+    /// copy (for Qwen3.5's small tied checkpoints, a 248,320-row table is 0.5–1 GB);
+    /// anything else is uploaded as [`upload_linear`](WeightUpload::upload_linear) does.
+    fn upload_lm_head(
+        &mut self,
+        linear: &Linear,
+        tied: Option<&CudaEmbedding>,
+    ) -> Result<CudaLinear> {
+        match (tied, linear.weight(), linear.activation_quant()) {
+            (Some(embed), LinearWeight::Bf16(_), ActivationQuant::Bf16) => {
+                Ok(CudaLinear::Bf16(CudaBf16Matrix::from_shared(
+                    Arc::clone(&embed.table),
+                    linear.out_features(),
+                    linear.in_features(),
+                )?))
+            }
+            _ => self.upload_linear(linear),
+        }
+    }
+
     fn upload_vector(&mut self, values: &[f32]) -> Result<CudaVector> {
         if values.is_empty() {
             return Err(unsupported("an empty parameter vector".into()));
@@ -162,7 +184,7 @@ impl WeightUpload for CudaBackend {
     fn upload_embedding(&mut self, table: &Embedding) -> Result<CudaEmbedding> {
         match table.stored() {
             (DType::BF16, bytes) if table.hidden() > 0 && table.vocab() > 0 => Ok(CudaEmbedding {
-                table: self.device().upload(&bf16_bits(bytes))?,
+                table: Arc::new(self.device().upload(&bf16_bits(bytes))?),
                 hidden: table.hidden(),
             }),
             (dtype, _) => Err(unsupported(format!(
