@@ -27,6 +27,7 @@ def setup(lib):
     lib.emu_argmax.argtypes = [p, p, u32, u32]
     lib.emu_topk.argtypes = [p, u32, u32, u32, f] + [p] * 5
     lib.emu_gdn_recurrence.argtypes = [p] * 16 + [u32] * 5 + [f]
+    lib.emu_gdn_chunked.argtypes = [p] * 16 + [u32] * 5 + [f]
     lib.emu_gdn_conv.argtypes = [p] * 10 + [u32] * 6
     lib.emu_attn_inputs.argtypes = [p] * 8 + [u32] * 5 + [f]
     lib.emu_kv_store.argtypes = [i32] + [p] * 5 + [f, f] + [u32] * 3 + [u64]
@@ -205,59 +206,80 @@ def ancestors(parents, r0, i):
     return path[::-1]
 
 
+def gdn_case(rng, lens, trees, hk, hv, dk, dv):
+    """Inputs of the recurrence kernels over spans of `lens` rows (`trees`: which are token
+    trees) and the reference: chain rows one after the other on their span's slot; a tree
+    row from the committed state along its ancestors, leaving the slot as it was."""
+    spans, rows = len(lens), sum(lens)
+    starts, tree_of, parents = gdn_spans(rng, lens, trees)
+    slots = spans + 2
+    states = (rng.standard_normal((slots, hv, dk, dv)) * 0.1).astype(F32)
+    states[0, 0, 0, :4] = 1e-20  # flushed to zero by the update
+    slot_of = rng.permutation(slots)[:spans].astype(np.uint32)
+
+    def unit(shape):
+        x = rng.standard_normal(shape)
+        return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(F32)
+
+    q, k = (unit((rows, hk, dk)) / np.sqrt(dk)).astype(F32), unit((rows, hk, dk))
+    v, z = rng.standard_normal((rows, hv, dv)).astype(F32), rng.standard_normal((rows, hv, dv)).astype(F32)
+    b, a = rng.standard_normal((rows, hv)).astype(F32), (rng.standard_normal((rows, hv)) * 3).astype(F32)
+    a[0, 0] = 30.0  # softplus past its threshold
+    neg_a = -np.exp(rng.standard_normal(hv)).astype(F32)
+    neg_a[-1] = -60.0  # a decay below 2^-60: forgets everything
+    dt_bias = rng.standard_normal(hv).astype(F32)
+    w = (1 + 0.1 * rng.standard_normal(dv)).astype(F32)
+    args = (neg_a, dt_bias, w, hk, 1e-6)
+    want_states, want = states.astype(np.float64), np.zeros((rows, hv, dv))
+    for s in range(spans):
+        r0 = int(starts[s])
+        for t in range(r0, starts[s + 1]):
+            sl = slice(t, t + 1)
+            if tree_of[s] == CHAIN:
+                want_states, o = gdn_decode_ref(want_states, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl],
+                                                z[sl], *args)
+            else:
+                st = want_states.copy()
+                for p_ in ancestors(parents, r0, t - r0):
+                    pl = slice(r0 + p_, r0 + p_ + 1)
+                    st, _ = gdn_decode_ref(st, slot_of[s:s + 1], q[pl], k[pl], v[pl], b[pl], a[pl], z[pl], *args)
+                _, o = gdn_decode_ref(st, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl], z[sl], *args)
+            want[t] = o[0]
+    qh, kh, vh = head_major(q, lens), head_major(k, lens), head_major(v, lens)
+    scratch = np.full((max(1, int((tree_of != CHAIN).sum())), hv, dk, dv), np.nan, F32)
+    kernel_args = [slot_of, starts, tree_of, parents, scratch, qh, kh, vh, b, a, z, neg_a, dt_bias, w]
+    return states, kernel_args, want_states, want
+
+
+def run_gdn_case(run, rng, lens, trees, hk, hv, dk, dv, tol):
+    """Runs one recurrence kernel (`run`: emu_gdn_recurrence or emu_gdn_chunked) on a
+    case and checks outputs, states and the slots it must leave alone."""
+    states, kernel_args, want_states, want = gdn_case(rng, lens, trees, hk, hv, dk, dv)
+    got_states, out = states.copy(), np.zeros(want.shape, F32)
+    run(ptr(got_states), *map(ptr, kernel_args), ptr(out), len(lens), hk, hv, dk, dv, 1e-6)
+    err = np.abs(out - want).max() / np.abs(want).max()
+    assert err < tol, f"gdn out {lens},{hk},{hv},{dk},{dv}: {err:.2e}"
+    serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
+    assert serr < tol, f"gdn states {lens}: {serr:.2e}"
+    slot_of, tree_of = kernel_args[0], kernel_args[2]
+    untouched = np.setdiff1d(np.arange(len(states)), slot_of[tree_of == CHAIN])
+    assert np.array_equal(got_states[untouched], states[untouched]), "tree and other slots untouched"
+
+
 def check_gdn_recurrence(lib, rng):
-    for lens, trees, hk, hv, dk, dv in [([1, 3, 2, 6], [0, 0, 0, 1], 2, 4, 64, 128), ([4, 1, 5], [1, 0, 1], 1, 2, 128, 200),
-                                        ([1], [0], 2, 2, 16, 8)]:
-        spans, rows = len(lens), sum(lens)
-        starts, tree_of, parents = gdn_spans(rng, lens, trees)
-        slots = spans + 2
-        states = (rng.standard_normal((slots, hv, dk, dv)) * 0.1).astype(F32)
-        states[0, 0, 0, :4] = 1e-20  # flushed to zero by the update
-        slot_of = rng.permutation(slots)[:spans].astype(np.uint32)
-
-        def unit(shape):
-            x = rng.standard_normal(shape)
-            return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(F32)
-
-        q, k = (unit((rows, hk, dk)) / np.sqrt(dk)).astype(F32), unit((rows, hk, dk))
-        v, z = rng.standard_normal((rows, hv, dv)).astype(F32), rng.standard_normal((rows, hv, dv)).astype(F32)
-        b, a = rng.standard_normal((rows, hv)).astype(F32), (rng.standard_normal((rows, hv)) * 3).astype(F32)
-        a[0, 0] = 30.0  # softplus past its threshold
-        neg_a = -np.exp(rng.standard_normal(hv)).astype(F32)
-        neg_a[-1] = -60.0  # a decay below 2^-60: forgets everything
-        dt_bias = rng.standard_normal(hv).astype(F32)
-        w = (1 + 0.1 * rng.standard_normal(dv)).astype(F32)
-        args = (neg_a, dt_bias, w, hk, 1e-6)
-        # Reference: chain rows one after the other on their span's slot; a tree row from
-        # the committed state along its ancestors, leaving the slot as it was.
-        want_states, want = states.astype(np.float64), np.zeros((rows, hv, dv))
-        for s in range(spans):
-            r0 = int(starts[s])
-            for t in range(r0, starts[s + 1]):
-                sl = slice(t, t + 1)
-                if tree_of[s] == CHAIN:
-                    want_states, o = gdn_decode_ref(want_states, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl],
-                                                    z[sl], *args)
-                else:
-                    st = want_states.copy()
-                    for p_ in ancestors(parents, r0, t - r0):
-                        pl = slice(r0 + p_, r0 + p_ + 1)
-                        st, _ = gdn_decode_ref(st, slot_of[s:s + 1], q[pl], k[pl], v[pl], b[pl], a[pl], z[pl], *args)
-                    _, o = gdn_decode_ref(st, slot_of[s:s + 1], q[sl], k[sl], v[sl], b[sl], a[sl], z[sl], *args)
-                want[t] = o[0]
-        got_states, out = states.copy(), np.zeros((rows, hv, dv), F32)
-        scratch = np.full((max(1, int((tree_of != CHAIN).sum())), hv, dk, dv), np.nan, F32)
-        qh, kh, vh = head_major(q, lens), head_major(k, lens), head_major(v, lens)
-        lib.emu_gdn_recurrence(ptr(got_states), ptr(slot_of), ptr(starts), ptr(tree_of), ptr(parents), ptr(scratch),
-                               ptr(qh), ptr(kh), ptr(vh), ptr(b), ptr(a), ptr(z), ptr(neg_a), ptr(dt_bias), ptr(w),
-                               ptr(out), spans, hk, hv, dk, dv, 1e-6)
-        err = np.abs(out - want).max() / np.abs(want).max()
-        assert err < 1e-5, f"gdn out {lens},{hk},{hv},{dk},{dv}: {err:.2e}"
-        serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
-        assert serr < 1e-5, f"gdn states: {serr:.2e}"
-        untouched = np.setdiff1d(np.arange(slots), slot_of[tree_of == CHAIN])
-        assert np.array_equal(got_states[untouched], states[untouched]), "tree and other slots untouched"
+    for case in [([1, 3, 2, 6], [0, 0, 0, 1], 2, 4, 64, 128), ([4, 1, 5], [1, 0, 1], 1, 2, 128, 200),
+                 ([1], [0], 2, 2, 16, 8)]:
+        run_gdn_case(lib.emu_gdn_recurrence, rng, *case, 1e-5)
     print("model GDN recurrence (delta rule + gated norm; decode, prompt and tree spans): match")
+
+
+def check_gdn_chunked(lib, rng):
+    # Spans of one row, of several chunks with a partial last one, of exactly one chunk;
+    # dv below and at the thread count, dk at the chunked kernel's limit.
+    for case in [([1, 70, 5, 32], [0, 0, 0, 0], 2, 4, 64, 128), ([33], [0], 1, 2, 128, 48),
+                 ([2, 9], [0, 0], 2, 2, 16, 8)]:
+        run_gdn_case(lib.emu_gdn_chunked, rng, *case, 2e-5)
+    print("model GDN chunked delta rule (chunks of 32, partial chunks, one-row spans): match")
 
 
 def check_gdn_conv(lib, rng):
@@ -477,6 +499,7 @@ def main():
     check_argmax(lib, rng)
     check_topk(lib, rng)
     check_gdn_recurrence(lib, rng)
+    check_gdn_chunked(lib, rng)
     check_gdn_conv(lib, rng)
     check_attn_inputs(lib, rng)
     check_kv_store(lib, rng)

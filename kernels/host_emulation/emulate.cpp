@@ -402,6 +402,18 @@ void emu_gdn_recurrence(float* states, const eq_u32* slot_of, const eq_u32* star
     });
 }
 
+void emu_gdn_chunked(float* states, const eq_u32* slot_of, const eq_u32* starts,
+                     const eq_u32* tree_of, const eq_u32* parents, float* scratch,
+                     const float* q, const float* k, const float* v, const float* b,
+                     const float* a, const float* z, const float* neg_a,
+                     const float* dt_bias, const float* norm_w, float* out, eq_u32 spans,
+                     eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
+        eq_gdn_chunked_f32(states, slot_of, starts, tree_of, parents, scratch, q, k, v, b, a,
+                           z, neg_a, dt_bias, norm_w, out, hk, hv, dk, dv, eps);
+    });
+}
+
 void emu_gdn_conv(float* windows, const eq_u32* slot_of, const eq_u32* starts,
                   const eq_u32* tree_of, const eq_u32* parents, const float* qkv,
                   const float* taps, float* q, float* k, float* v, eq_u32 spans, eq_u32 hk,

@@ -285,3 +285,242 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
         }
     }
 }
+
+// ---- The chunked delta rule for prompt chunks --------------------------------------------
+//
+// eq_gdn_chunked_f32: the same recurrence over chain spans (no token trees) in chunks of
+// EQ_GDN_CHUNK rows, in the chunked (WY) form of cpu/delta_rule.rs::chunked: per chunk,
+// with γ the running sum of the log decays g, D[r, s] = e^{γ_r − γ_s} (s ≤ r),
+//   T = (I + strict-lower(β_r k_r·k_s D[r, s]))⁻¹ by forward substitution, then T·diag(β);
+//   U = T·diag(β)·V;  V' = U − T·diag(β e^γ)·(K S);
+//   O = diag(e^γ)·Q S + ((Q Kᵀ) ⊙ D)·V';
+//   S ← e^{γ_last} S + (diag(e^{γ_last − γ}) K)ᵀ V',
+// then the gated RMSNorm as the recurrence kernel. The state is read and written once a
+// chunk instead of once a row. Thread c owns state column c (dv ≤ EQ_GDN_THREADS), so
+// K S, Q S, U, V' and O are its own column's registers; the chunk's k and q rows, T and
+// (Q Kᵀ) ⊙ D sit in shared memory (dk ≤ EQ_GDN_CHUNK_MAX_DIM). A last chunk shorter
+// than EQ_GDN_CHUNK is padded with zero rows (k = q = v = 0, β = 0, g = 0), which changes
+// nothing. Same parameters and launch shape as eq_gdn_recurrence_f32; launched only for
+// passes without token trees (scratch, tree_of and parents unused).
+
+#define EQ_GDN_CHUNK 32
+#define EQ_GDN_CHUNK_MAX_DIM 128
+
+__device__ __forceinline__ float eq_gdn_weight_exp(float x) {
+    return x < EQ_GDN_LN_NEGLIGIBLE ? 0.0f : expf(x);
+}
+
+__device__ __forceinline__ float eq_gdn_flush(float x) {
+    return fabsf(x) < EQ_GDN_NEGLIGIBLE ? 0.0f : x;
+}
+
+extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
+    eq_gdn_chunked_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
+                       const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
+                       const eq_u32* __restrict__ parents, float* __restrict__ scratch,
+                       const float* __restrict__ q, const float* __restrict__ k,
+                       const float* __restrict__ v, const float* __restrict__ b,
+                       const float* __restrict__ a, const float* __restrict__ z,
+                       const float* __restrict__ neg_a, const float* __restrict__ dt_bias,
+                       const float* __restrict__ norm_w, float* __restrict__ out, eq_u32 hk,
+                       eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    constexpr int C = EQ_GDN_CHUNK;
+    __shared__ float kc[C][EQ_GDN_CHUNK_MAX_DIM];
+    __shared__ float qc[C][EQ_GDN_CHUNK_MAX_DIM];
+    __shared__ float tm[C][C + 1];  // T, then T·diag(β), then T·diag(β e^γ)
+    __shared__ float qk[C][C + 1];  // (Q Kᵀ) ⊙ D
+    __shared__ float gam[C];
+    __shared__ float bet[C];
+    __shared__ float kdec[C];  // e^{γ_last − γ_s}
+    __shared__ float row[C];
+    __shared__ float part[C][EQ_GDN_THREADS / 32];
+
+    const eq_u32 j = blockIdx.x;
+    const eq_u32 s = blockIdx.y;
+    if (tree_of[s] != EQ_GDN_CHAIN) {
+        return;  // never launched with trees (uniform across the block)
+    }
+    const eq_u32 r0 = starts[s];
+    const eq_u32 n = starts[s + 1u] - r0;
+    const eq_u32 kh = j / (hv / hk);
+    float* S = states + ((eq_u64)slot_of[s] * hv + j) * dk * dv;
+    const float* kspan = k + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
+    const float* qspan = q + (eq_u64)r0 * hk * dk + (eq_u64)kh * n * dk;
+    const float* vspan = v + (eq_u64)r0 * hv * dv + (eq_u64)j * n * dv;
+    const eq_u32 c = threadIdx.x;  // this thread's state column
+    const bool owns = c < dv;
+    const eq_u32 lane = threadIdx.x & 31u;
+    const eq_u32 warp = threadIdx.x >> 5;
+
+    for (eq_u32 c0 = 0; c0 < n; c0 += C) {
+        const eq_u32 m = min((eq_u32)C, n - c0);  // rows of this chunk
+        __syncthreads();  // the previous chunk's readers of shared memory are done
+        for (eq_u32 idx = threadIdx.x; idx < C * dk; idx += blockDim.x) {
+            const eq_u32 r = idx / dk;
+            const eq_u32 i = idx % dk;
+            kc[r][i] = r < m ? kspan[(eq_u64)(c0 + r) * dk + i] : 0.0f;
+            qc[r][i] = r < m ? qspan[(eq_u64)(c0 + r) * dk + i] : 0.0f;
+        }
+        if (threadIdx.x < (eq_u32)C) {
+            const eq_u32 r = threadIdx.x;
+            float beta = 0.0f, g = 0.0f;
+            if (r < m) {
+                const eq_u64 t = (eq_u64)r0 + c0 + r;
+                beta = 1.0f / (1.0f + expf(-b[t * hv + j]));
+                g = neg_a[j] * eq_gdn_softplus(a[t * hv + j] + dt_bias[j]);
+            }
+            bet[r] = beta;
+            gam[r] = g;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0u) {
+            float acc = 0.0f;  // γ: the running sum, in row order as the CPU
+            for (int r = 0; r < C; ++r) {
+                acc += gam[r];
+                gam[r] = acc;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < (eq_u32)C) {
+            kdec[threadIdx.x] = eq_gdn_weight_exp(gam[C - 1] - gam[threadIdx.x]);
+        }
+
+        // The strict lower part of −β_r k_r·k_s D[r, s] into tm; (q_r·k_s) D[r, s] for
+        // s ≤ r into qk; zeros elsewhere.
+        for (eq_u32 idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
+            const eq_u32 r = idx / C;
+            const eq_u32 sc = idx % C;
+            float kk = 0.0f, qkv = 0.0f;
+            if (sc <= r) {
+                for (eq_u32 i = 0; i < dk; ++i) {
+                    kk = fmaf(kc[r][i], kc[sc][i], kk);
+                    qkv = fmaf(qc[r][i], kc[sc][i], qkv);
+                }
+                const float d = eq_gdn_weight_exp(gam[r] - gam[sc]);
+                qkv = eq_gdn_flush(qkv * d);
+                kk = sc < r ? eq_gdn_flush(-bet[r] * kk * d) : 0.0f;
+            }
+            tm[r][sc] = kk;
+            qk[r][sc] = qkv;
+        }
+        // Forward substitution: row i of T becomes row + row · T[:i, :i] (rows before i
+        // are final).
+        for (eq_u32 i = 1; i < (eq_u32)C; ++i) {
+            __syncthreads();
+            if (threadIdx.x < i) {
+                row[threadIdx.x] = tm[i][threadIdx.x];
+            }
+            __syncthreads();
+            if (threadIdx.x < i) {
+                const eq_u32 sc = threadIdx.x;
+                float acc = row[sc];
+                for (eq_u32 mm = sc + 1u; mm < i; ++mm) {
+                    acc = fmaf(row[mm], tm[mm][sc], acc);
+                }
+                tm[i][sc] = acc;
+            }
+        }
+        __syncthreads();
+        // T·diag(β) with the unit diagonal, zero above it.
+        for (eq_u32 idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
+            const eq_u32 r = idx / C;
+            const eq_u32 sc = idx % C;
+            const float t = sc < r ? tm[r][sc] : (sc == r ? 1.0f : 0.0f);
+            tm[r][sc] = eq_gdn_flush(t * bet[sc]);
+        }
+        __syncthreads();
+
+        // This column: v, U = T·diag(β)·v.
+        float vn[C];  // U, then V'
+#pragma unroll
+        for (int r = 0; r < C; ++r) {
+            vn[r] = owns && (eq_u32)r < m ? vspan[(eq_u64)(c0 + r) * dv + c] : 0.0f;
+        }
+#pragma unroll
+        for (int r = C - 1; r >= 0; --r) {  // row r reads v rows ≤ r: overwrite from the end
+            float acc = 0.0f;
+#pragma unroll
+            for (int sc = 0; sc <= r; ++sc) {
+                acc = fmaf(tm[r][sc], vn[sc], acc);
+            }
+            vn[r] = acc;
+        }
+        // One sweep of this column of S: K S and Q S.
+        float ks[C];
+        float qs[C];  // Q S, then O
+#pragma unroll
+        for (int r = 0; r < C; ++r) {
+            ks[r] = 0.0f;
+            qs[r] = 0.0f;
+        }
+        if (owns) {
+            for (eq_u32 i = 0; i < dk; ++i) {
+                const float sv = S[(eq_u64)i * dv + c];
+#pragma unroll
+                for (int r = 0; r < C; ++r) {
+                    ks[r] = fmaf(kc[r][i], sv, ks[r]);
+                    qs[r] = fmaf(qc[r][i], sv, qs[r]);
+                }
+            }
+        }
+        __syncthreads();  // every thread has read T·diag(β)
+        for (eq_u32 idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
+            const eq_u32 r = idx / C;
+            const eq_u32 sc = idx % C;
+            tm[r][sc] = eq_gdn_flush(tm[r][sc] * eq_gdn_weight_exp(gam[sc]));
+        }
+        __syncthreads();
+        // V' = U − T·diag(β e^γ)·(K S).
+#pragma unroll
+        for (int r = 0; r < C; ++r) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int sc = 0; sc <= r; ++sc) {
+                acc = fmaf(tm[r][sc], ks[sc], acc);
+            }
+            vn[r] -= acc;
+        }
+        // O = diag(e^γ)·Q S + ((Q Kᵀ) ⊙ D)·V', and each row's Σ o² over the block.
+#pragma unroll
+        for (int r = 0; r < C; ++r) {
+            float o = eq_gdn_flush(qs[r] * eq_gdn_weight_exp(gam[r]));
+#pragma unroll
+            for (int sc = 0; sc <= r; ++sc) {
+                o = fmaf(qk[r][sc], vn[sc], o);
+            }
+            qs[r] = o;
+            const float sq = eq_warp_sum(owns ? o * o : 0.0f);
+            if (lane == 0u) {
+                part[r][warp] = sq;
+            }
+        }
+        __syncthreads();
+        if (owns) {
+#pragma unroll
+            for (int r = 0; r < C; ++r) {
+                if ((eq_u32)r < m) {
+                    float ss = 0.0f;
+                    for (eq_u32 w = 0; w < EQ_GDN_THREADS / 32u; ++w) {
+                        ss += part[r][w];
+                    }
+                    const float inv = 1.0f / sqrtf(ss / (float)dv + eps);
+                    const eq_u64 t = (eq_u64)r0 + c0 + r;
+                    const float zc = z[(t * hv + j) * dv + c];
+                    out[(t * hv + j) * dv + c] =
+                        qs[r] * inv * norm_w[c] * (zc / (1.0f + expf(-zc)));
+                }
+            }
+            // S ← flush(e^{γ_last} S) + Σ_s flush(k_s e^{γ_last − γ_s}) ⊗ V'_s.
+            const float el = eq_gdn_weight_exp(gam[C - 1]);
+            for (eq_u32 i = 0; i < dk; ++i) {
+                float* p = S + (eq_u64)i * dv + c;
+                float acc = 0.0f;
+#pragma unroll
+                for (int sc = 0; sc < C; ++sc) {
+                    acc = fmaf(eq_gdn_flush(kc[sc][i] * kdec[sc]), vn[sc], acc);
+                }
+                *p = eq_gdn_flush(*p * el) + acc;
+            }
+        }
+    }
+}

@@ -32,7 +32,7 @@ def open_nvrtc(root):
 def report(lib, include, path, arch):
     text = pathlib.Path(path).read_text()
     # The tensor-core products also take the shared mma header, as their registry does.
-    headers = ["formats.cuh"] + (["mma.cuh"] if "EQ_MMA_ROWS" in text else [])
+    headers = ["formats.cuh"] + (["mma.cuh"] if re.search(r"EQ_MMA_ROWS|eq_mma_", text) else [])
     src = "".join((ROOT / "kernels/common" / h).read_text() + "\n" for h in headers) + text
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None) == 0

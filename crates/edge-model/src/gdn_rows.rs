@@ -103,6 +103,14 @@ impl GdnRows {
         self.starts.last().map_or(0, |&r| r as usize)
     }
 
+    /// Rows of the longest span (0 without spans).
+    pub fn longest(&self) -> usize {
+        (self.starts.windows(2))
+            .map(|w| w[1].saturating_sub(w[0]) as usize)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Token-tree spans.
     pub fn trees(&self) -> usize {
         self.tree_of.iter().filter(|&&t| t != NO_TREE).count()
@@ -195,6 +203,7 @@ mod tests {
             vec![NO_TREE, NO_TREE, NO_TREE, NO_TREE, NO_TREE, 0, 0]
         );
         assert_eq!((rows.spans(), rows.rows(), rows.trees()), (3, 7, 1));
+        assert_eq!(rows.longest(), 3);
         assert_eq!(
             GdnRows::chains(vec![7, 2], &[1, 3]).unwrap().starts,
             vec![0, 1, 4]

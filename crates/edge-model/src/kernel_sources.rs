@@ -81,7 +81,11 @@ pub const ENTRY_POINTS: &[(&str, &[&str])] = &[
     ("edge_model_sampling", &["eq_argmax_f32", "eq_topk_f32"]),
     (
         "edge_model_gdn",
-        &["eq_gdn_conv_f32", "eq_gdn_recurrence_f32"],
+        &[
+            "eq_gdn_conv_f32",
+            "eq_gdn_recurrence_f32",
+            "eq_gdn_chunked_f32",
+        ],
     ),
     (
         "edge_model_attention",

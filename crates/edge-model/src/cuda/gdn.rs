@@ -19,6 +19,9 @@ const THREADS: u32 = 128;
 pub const MAX_HEAD_DIM: usize = 256;
 /// Longest conv the kernel keeps in registers (`EQ_GDN_MAX_KERNEL`).
 pub const MAX_CONV_KERNEL: usize = 8;
+/// Widest key and value heads the chunked kernel takes (`EQ_GDN_CHUNK_MAX_DIM`; the
+/// value width is also its thread count).
+pub const MAX_CHUNKED_HEAD_DIM: usize = 128;
 
 /// A Gated DeltaNet layer's head shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +226,20 @@ pub fn gdn_conv(
     Ok(())
 }
 
+/// The recurrence's kernel for a pass: the chunked form (`eq_gdn_chunked_f32`, the state
+/// read and written once per 32 rows instead of once per row, as the CPU's
+/// `delta_rule::chunked`) where a span has several rows, the pass has no token trees and
+/// the heads are at most [`MAX_CHUNKED_HEAD_DIM`] wide; else the row kernel (every
+/// decode step and tree verification).
+pub(super) fn recurrence_kernel(heads: GdnHeads, spans: &GdnRows) -> &'static str {
+    let fits = heads.key_dim.max(heads.value_dim) <= MAX_CHUNKED_HEAD_DIM;
+    if fits && spans.trees() == 0 && spans.longest() > 1 {
+        "eq_gdn_chunked_f32"
+    } else {
+        "eq_gdn_recurrence_f32"
+    }
+}
+
 /// The recurrence: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
 /// span's slot, one row after the other, and writes `out` (`[rows, value_heads,
 /// value_dim]`, token-major).
@@ -266,7 +283,7 @@ pub fn gdn_recurrence(
     // decode step) never read it: they get a one-value placeholder, not a state's worth.
     let trees = spans.host.trees();
     let mut scratch = dev.zeros::<f32>(if trees == 0 { 1 } else { trees * per_slot })?;
-    let func = dev.function(&GDN, "eq_gdn_recurrence_f32")?;
+    let func = dev.function(&GDN, recurrence_kernel(layer.heads, &spans.host))?;
     let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch
@@ -291,7 +308,9 @@ pub fn gdn_recurrence(
         .arg(&dims[2])
         .arg(&dims[3])
         .arg(&layer.eps);
-    // SAFETY: matches eq_gdn_recurrence_f32's parameter list (gdn.cu). Every buffer's
+    // SAFETY: matches eq_gdn_recurrence_f32's parameter list (gdn.cu), which
+    // eq_gdn_chunked_f32 shares (chosen only without trees and for dk, dv ≤
+    // EQ_GDN_CHUNK_MAX_DIM ≤ EQ_GDN_THREADS, its shared buffers and thread count). Every buffer's
     // length was checked against the shape and the spans' rows above, the span arrays are
     // consistent (GdnRows::check: starts ascend, parents are earlier rows of their tree,
     // trees numbered 0.. and at most 64 rows), the slots are distinct and inside the pool,

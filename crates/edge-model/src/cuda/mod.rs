@@ -6,8 +6,7 @@
 //!
 //! [`CudaBackend`] puts them together behind [`crate::Backend`], with the cache's device
 //! memory ([`CudaCacheMemory`]) and weights uploaded once. Not built yet: CUDA graphs for
-//! the decode step and the Gated DeltaNet's chunked prompt form (prompts run its row
-//! kernels).
+//! the decode step.
 
 mod attention;
 #[cfg(test)]
@@ -17,6 +16,8 @@ mod backend;
 #[cfg(test)]
 mod backend_tests;
 mod gdn;
+#[cfg(test)]
+mod gdn_tests;
 mod kv_store;
 mod memory;
 #[cfg(test)]
@@ -34,8 +35,8 @@ pub use backend::{
     CudaBackend, CudaEmbedding, CudaLinear, CudaVector, DEFAULT_POOL_BYTES, DeviceBuf,
 };
 pub use gdn::{
-    GdnHeads, GdnInputs, GdnLayer, GdnSpans, MAX_CONV_KERNEL, MAX_HEAD_DIM, gdn_conv,
-    gdn_recurrence,
+    GdnHeads, GdnInputs, GdnLayer, GdnSpans, MAX_CHUNKED_HEAD_DIM, MAX_CONV_KERNEL, MAX_HEAD_DIM,
+    gdn_conv, gdn_recurrence,
 };
 pub use kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows, kv_store};
 pub use memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent, DeviceState};
