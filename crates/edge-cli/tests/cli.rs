@@ -256,6 +256,31 @@ fn errors_are_messages_not_panics() {
     }
 }
 
+/// `bench verify` reports each tree size against a decode step, with the device and the
+/// CPU threads it ran on.
+#[test]
+fn bench_verify_reports_trees_and_device() {
+    let o = bin()
+        .args(["bench", "verify", "--model", &fixture("qwen35-tiny-f32")])
+        .args([
+            "--depth", "16", "--nodes", "1,4", "--steps", "2", "--rounds", "1", "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["device"], "cpu");
+    assert!(v["threads"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    let trees = v["trees"].as_array().unwrap();
+    let nodes: Vec<u64> = trees.iter().map(|t| t["nodes"].as_u64().unwrap()).collect();
+    assert_eq!(nodes, vec![1, 4]);
+    assert!(
+        trees
+            .iter()
+            .all(|t| t["ms_per_forward"].as_f64().unwrap() > 0.0)
+    );
+}
+
 /// The demo model's default agent setup (a `bash` tool) is what makes it call bash;
 /// `--tools` replaces it with the caller's schemas and `--system` sets the system turn.
 #[test]

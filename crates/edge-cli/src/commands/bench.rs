@@ -2,7 +2,7 @@
 //! bandwidth bound; `bench synth` to write the random benchmark model; `bench agentic`
 //! (in [`super::agentic`]) to replay the MLPerf Edge Agentic workload.
 
-use super::bench_verify::median;
+use super::bench_verify::{host_threads, median};
 use super::engine_args::EngineArgs;
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
@@ -226,6 +226,7 @@ impl Timing<'_> {
             bytes_per_token,
         } = self;
         let vocab = engine.model().config().vocab_size as u32;
+        let device = a.engine.device.unwrap_or_default();
         if a.streams > 1 {
             let prompts: Vec<Vec<u32>> = (0..a.streams)
                 .map(|s| {
@@ -246,7 +247,8 @@ impl Timing<'_> {
                 "decode_tokens": a.decode_tokens,
                 "aggregate_decode_tokens_per_s": median(&mut rates),
                 "runs": rates,
-                "threads": rayon::current_num_threads(),
+                "device": device.to_string(),
+                "threads": host_threads(device),
             });
             println!("{v}");
             return Ok(());
@@ -291,7 +293,8 @@ impl Timing<'_> {
             "read_bandwidth_gb_per_s": bw / 1e9,
             "bandwidth_bound_tokens_per_s": bw / read_per_token,
             "fraction_of_bound": median(&mut fractions),
-            "threads": rayon::current_num_threads(),
+            "device": device.to_string(),
+            "threads": host_threads(device),
             "runs": a.runs.max(1),
         });
         if a.json {

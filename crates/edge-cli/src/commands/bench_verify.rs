@@ -154,8 +154,17 @@ fn time_trees<B: Backend>(
         "depth": base,
         "decode_step_ms": decode,
         "trees": sizes,
-        "threads": rayon::current_num_threads(),
+        "threads": host_threads(a.device),
     }))
+}
+
+/// The CPU threads a benchmark ran its kernels on (rayon's pool), or null on a GPU,
+/// where they only launch work.
+pub fn host_threads(device: edge_core::Device) -> serde_json::Value {
+    match device {
+        edge_core::Device::Cpu => rayon::current_num_threads().into(),
+        _ => serde_json::Value::Null,
+    }
 }
 
 /// The median of a non-empty list.
