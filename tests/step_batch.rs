@@ -92,6 +92,39 @@ fn a_batch_gives_each_sequence_its_logits_alone() {
     }
 }
 
+/// Greedy rows return the argmax of the row the same pass would return as logits, in
+/// batch order beside spans that return logits.
+#[test]
+fn greedy_rows_return_the_argmax_of_their_logits() {
+    let model = Qwen35Model::load(&fixture("qwen35-tiny-f32"), ActivationMode::None).unwrap();
+    let vocab = model.config().vocab_size;
+    let spans = [tokens(1, 12), tokens(2, 1), tokens(3, 7), tokens(4, 1)];
+    let mut outs = Vec::new();
+    for greedy in [false, true] {
+        let mut c = cache(&model, 8);
+        let mut batch = StepBatch::new();
+        for (i, t) in spans.iter().enumerate() {
+            let seq = c.new_sequence(0).unwrap();
+            // Spans 1 and 3 ask for their greedy token in the second run; span 2 always
+            // for its logits.
+            let rows = match (greedy, i) {
+                (true, 1 | 3) => LogitRows::Greedy,
+                (_, 0) => LogitRows::None,
+                _ => LogitRows::Last,
+            };
+            batch.push(seq, t, 0, rows);
+        }
+        assert_eq!(batch.greedy_rows().len(), if greedy { 2 } else { 0 });
+        outs.push(model.forward(&mut Cpu::new(), &batch, &mut c).unwrap());
+    }
+    let (full, reduced) = (&outs[0], &outs[1]);
+    assert_eq!(full.logits.len(), 3 * vocab);
+    assert!(full.greedy.is_empty());
+    let argmax = |row: usize| edge_model::argmax(&full.logits[row * vocab..][..vocab]);
+    assert_eq!(reduced.greedy, vec![argmax(0), argmax(2)]);
+    assert_eq!(reduced.logits, full.logits[vocab..2 * vocab].to_vec());
+}
+
 #[test]
 fn page_size_changes_no_bit_and_rollback_is_exact() {
     let model = Qwen35Model::load(&fixture("qwen35-tiny-f32"), ActivationMode::None).unwrap();

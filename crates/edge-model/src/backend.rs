@@ -316,6 +316,14 @@ pub trait Backend: Sized + Send {
         host
     }
 
+    /// The greedy token ([`crate::argmax`]: the first maximum, never NaN) of each
+    /// `vocab`-wide row of `logits`, on the host; the buffer stays the caller's. The
+    /// default downloads the rows; a device backend reduces them where they are.
+    fn argmax_rows(&mut self, logits: &Self::Buf, vocab: usize) -> Result<Vec<u32>> {
+        let host = self.download(logits)?;
+        Ok(host.chunks_exact(vocab.max(1)).map(crate::argmax).collect())
+    }
+
     /// Causal attention of each row's queries over its sequence's cached rows
     /// (through the page table), `[rows, heads · head_dim]`.
     fn attend(

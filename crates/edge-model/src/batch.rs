@@ -44,6 +44,13 @@ pub enum LogitRows {
     Last,
     /// Every row (scoring, speculative verification).
     All,
+    /// Only the last row, reduced to its greedy token ([`crate::argmax`]) where the
+    /// logits are: the pass returns the token ([`crate::StepOutput::greedy`]) instead of
+    /// the row, so a GPU downloads one id instead of the vocabulary.
+    Greedy,
+    /// Every row, each reduced to its greedy token (speculative verification under
+    /// greedy decoding).
+    GreedyAll,
 }
 
 /// The input of one forward pass: tokens of one or more sequences, each token with an
@@ -65,6 +72,7 @@ pub struct StepBatch {
     /// Per span, its tree layout (`None` for a chain).
     trees: Vec<Option<TreeLayout>>,
     logit_rows: Vec<usize>,
+    greedy_rows: Vec<usize>,
 }
 
 impl StepBatch {
@@ -159,6 +167,9 @@ impl StepBatch {
             LogitRows::Last if len > 0 => self.logit_rows.push(start + len - 1),
             LogitRows::Last => {}
             LogitRows::All => self.logit_rows.extend(start..start + len),
+            LogitRows::Greedy if len > 0 => self.greedy_rows.push(start + len - 1),
+            LogitRows::Greedy => {}
+            LogitRows::GreedyAll => self.greedy_rows.extend(start..start + len),
         }
     }
 
@@ -190,6 +201,12 @@ impl StepBatch {
     /// Rows whose logits the pass returns, ascending.
     pub fn logit_rows(&self) -> &[usize] {
         &self.logit_rows
+    }
+
+    /// Rows whose greedy token the pass returns ([`LogitRows::Greedy`],
+    /// [`LogitRows::GreedyAll`]), ascending.
+    pub fn greedy_rows(&self) -> &[usize] {
+        &self.greedy_rows
     }
 
     /// Rows.

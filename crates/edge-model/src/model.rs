@@ -82,6 +82,9 @@ impl<B: Backend> DecoderLayer<B> {
 pub struct StepOutput<B: Backend = Cpu> {
     /// `[rows, vocab]` logits of the batch's logit rows, in their order.
     pub logits: Vec<f32>,
+    /// The greedy token of each of the batch's greedy rows ([`LogitRows::Greedy`]), in
+    /// their order.
+    pub greedy: Vec<u32>,
     /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
     /// input), on the device.
     pub hidden: B::Buf,
@@ -250,16 +253,45 @@ impl<B: Backend> Qwen35Model<B> {
         let mut hidden = be.alloc(t * h)?;
         be.rms_norm(&x, &self.norm, eps, &mut hidden)?;
         be.free(x);
-        let logits = self.logits(be, &hidden, batch.logit_rows())?;
+        let (logits, greedy) = self.outputs(be, &hidden, batch)?;
         let tree = plan.has_trees().then(|| TreeInputs {
             plan: plan.clone(),
             gdn: kept,
         });
         Ok(StepOutput {
             logits,
+            greedy,
             hidden,
             tree,
         })
+    }
+
+    /// The batch's logit rows and greedy tokens from the `[tokens, hidden]` final hidden
+    /// states.
+    fn outputs(
+        &self,
+        be: &mut B,
+        hidden: &B::Buf,
+        batch: &StepBatch,
+    ) -> Result<(Vec<f32>, Vec<u32>)> {
+        let logits = self.logits(be, hidden, batch.logit_rows())?;
+        let rows = batch.greedy_rows();
+        if rows.is_empty() {
+            return Ok((logits, Vec::new()));
+        }
+        let selected = be.gather_rows(hidden, self.config.hidden_size, rows)?;
+        let mut out = match be.alloc(rows.len() * self.config.vocab_size) {
+            Ok(out) => out,
+            Err(e) => {
+                be.free(selected);
+                return Err(e);
+            }
+        };
+        let ran = be.linear(&[&self.lm_head], &selected, rows.len(), &mut [&mut out]);
+        be.free(selected);
+        let greedy = ran.and_then(|()| be.argmax_rows(&out, self.config.vocab_size));
+        be.free(out);
+        Ok((logits, greedy?))
     }
 
     /// Logits of `rows` of the `[tokens, hidden]` final hidden states.
@@ -300,9 +332,10 @@ impl<B: Backend> Qwen35Model<B> {
         let memory = cache.memory_mut();
         be.pass(batch.len(), |be| {
             let x = head.forward(be, self, batch, &plan, hidden, memory)?;
-            let logits = self.logits(be, &x, batch.logit_rows())?;
+            let (logits, greedy) = self.outputs(be, &x, batch)?;
             Ok(StepOutput {
                 logits,
+                greedy,
                 hidden: x,
                 tree: None,
             })

@@ -85,6 +85,48 @@ fn requests_in_flight_together_get_their_tokens_alone() {
     }
 }
 
+/// A greedy request without logprobs gets its token from the pass's greedy rows (the
+/// argmax where the logits are), the others from their logits rows: both give the
+/// tokens the full rows give, in one batch.
+#[test]
+fn greedy_rows_and_logit_rows_choose_the_same_tokens() {
+    let model = model();
+    let with_logprobs = |r: &GenerateRequest| GenerateRequest {
+        logprobs: Some(1),
+        ..r.clone()
+    };
+    let reqs = requests();
+    // The reference: every request alone, its token sampled from full logits rows.
+    let want: Vec<Vec<u32>> = (reqs.iter())
+        .map(|r| {
+            engine(&model, 1, None)
+                .generate(&with_logprobs(r))
+                .unwrap()
+                .tokens
+        })
+        .collect();
+    // Together, every other request on the greedy rows.
+    let mixed: Vec<GenerateRequest> = (reqs.iter().enumerate())
+        .map(|(i, r)| {
+            if i % 2 == 0 {
+                r.clone()
+            } else {
+                with_logprobs(r)
+            }
+        })
+        .collect();
+    let outs = together(&mut engine(&model, 4, None), &mixed);
+    for (i, (o, want)) in outs.iter().zip(&want).enumerate() {
+        assert_eq!(&o.tokens, want, "request {i}");
+        let logprobs = o.logprobs.as_ref().map_or(0, Vec::len);
+        assert_eq!(
+            logprobs,
+            if i % 2 == 0 { 0 } else { o.tokens.len() },
+            "request {i}"
+        );
+    }
+}
+
 #[test]
 fn cancelling_ends_a_request_and_frees_its_pages() {
     let model = model();

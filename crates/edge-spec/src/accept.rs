@@ -30,8 +30,9 @@ pub struct Acceptance {
     pub next: u32,
 }
 
-/// Checks the shapes and returns each node's children in index order.
-fn children(tree: &DraftTree, logits: usize, vocab: usize) -> Result<Vec<Vec<usize>>> {
+/// Checks the shapes (`rows` values given per node, each `width` wide) and returns each
+/// node's children in index order.
+fn children(tree: &DraftTree, rows: usize, width: usize, vocab: usize) -> Result<Vec<Vec<usize>>> {
     let bad = |msg: String| Err(SpecError::InvalidRequest(format!("draft tree: {msg}")));
     let nodes = tree.tokens.len();
     if nodes == 0 {
@@ -43,8 +44,8 @@ fn children(tree: &DraftTree, logits: usize, vocab: usize) -> Result<Vec<Vec<usi
     if vocab == 0 {
         return bad("vocabulary of 0".into());
     }
-    if nodes.checked_mul(vocab) != Some(logits) {
-        return bad(format!("{logits} logits for {nodes} nodes × {vocab} vocab"));
+    if nodes.checked_mul(width) != Some(rows) {
+        return bad(format!("{rows} values for {nodes} nodes × {width}"));
     }
     let mut children = vec![Vec::new(); nodes];
     for (i, (&token, &parent)) in tree.tokens.iter().zip(&tree.parents).enumerate() {
@@ -90,22 +91,14 @@ pub fn accept(
     vocab: usize,
     sampler: &mut Sampler,
 ) -> Result<Acceptance> {
-    let children = children(tree, logits.len(), vocab)?;
+    let children = children(tree, logits.len(), vocab, vocab)?;
     let row = |n: usize| &logits[n * vocab..][..vocab];
+    if sampler.is_greedy() {
+        let choices: Vec<u32> = (0..tree.tokens.len()).map(|n| argmax(row(n))).collect();
+        return Ok(greedy_walk(tree, &children, &choices));
+    }
     let mut path = vec![0];
     let mut node = 0;
-    if sampler.is_greedy() {
-        loop {
-            let choice = argmax(row(node));
-            match children[node].iter().find(|&&c| tree.tokens[c] == choice) {
-                Some(&c) => {
-                    path.push(c);
-                    node = c;
-                }
-                None => return Ok(Acceptance { path, next: choice }),
-            }
-        }
-    }
     'walk: loop {
         let mut p = sampler.distribution(row(node))?;
         let mut rejected = None;
@@ -123,6 +116,32 @@ pub fn accept(
             SpecError::InvalidRequest("the target's distribution is empty".into())
         })?;
         return Ok(Acceptance { path, next });
+    }
+}
+
+/// Greedy verification from each node's greedy token alone (`choices[i]`: the target's
+/// argmax after node `i`, e.g. what a forward pass with
+/// [`edge_model::LogitRows::GreedyAll`] returns), the same walk as [`accept`] under a
+/// greedy sampler, without downloading the logits. Errors: as [`accept`], with
+/// `choices` not one per node.
+pub fn accept_greedy(tree: &DraftTree, choices: &[u32], vocab: usize) -> Result<Acceptance> {
+    let children = children(tree, choices.len(), 1, vocab)?;
+    Ok(greedy_walk(tree, &children, choices))
+}
+
+/// From the root, the child carrying the node's choice, until there is none.
+fn greedy_walk(tree: &DraftTree, children: &[Vec<usize>], choices: &[u32]) -> Acceptance {
+    let mut path = vec![0];
+    let mut node = 0;
+    loop {
+        let choice = choices[node];
+        match children[node].iter().find(|&&c| tree.tokens[c] == choice) {
+            Some(&c) => {
+                path.push(c);
+                node = c;
+            }
+            None => return Acceptance { path, next: choice },
+        }
     }
 }
 
@@ -173,6 +192,21 @@ mod tests {
                 path: vec![0, 1, 5],
                 next: 8
             }
+        );
+    }
+
+    /// The greedy tokens alone give the walk the full rows give; a wrong count is a
+    /// typed error.
+    #[test]
+    fn greedy_tokens_alone_verify_as_their_rows() {
+        for choices in [[5, 0, 6, 0, 7, 0], [3, 2, 0, 0, 0, 8], [4, 0, 0, 0, 0, 0]] {
+            let full = accept(&tree(), &rows(&choices, 10), 10, &mut greedy()).unwrap();
+            assert_eq!(accept_greedy(&tree(), &choices, 10).unwrap(), full);
+        }
+        assert!(accept_greedy(&tree(), &[5, 0, 6], 10).is_err());
+        assert!(
+            accept_greedy(&tree(), &[5; 6], 6).is_err(),
+            "a draft past the vocab"
         );
     }
 

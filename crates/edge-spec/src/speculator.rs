@@ -12,7 +12,7 @@
 //! rewritten from the target's hidden states at the next step, replacing the draft
 //! rows.
 
-use crate::accept::{DraftTree, accept};
+use crate::accept::{DraftTree, accept, accept_greedy};
 use crate::config::{SpecConfig, SpecStats};
 use crate::draft::DraftPool;
 use crate::sampling::Sampler;
@@ -117,13 +117,23 @@ impl<B: Backend> Speculator<B> {
 
         let t1 = Instant::now();
         let mut batch = StepBatch::new();
-        batch.push_tree(seq, &tokens, &parents, len, LogitRows::All);
+        // Greedy verification needs each node's argmax only: the pass returns those
+        // instead of the rows (on a GPU, ids instead of nodes × vocab logits).
+        let greedy = sampler.is_greedy();
+        let rows = match greedy {
+            true => LogitRows::GreedyAll,
+            false => LogitRows::All,
+        };
+        batch.push_tree(seq, &tokens, &parents, len, rows);
         let out = model.forward(be, &batch, cache)?;
         let tree = DraftTree {
             tokens: tokens.clone(),
             parents: parents.iter().map(|p| p.map(|p| p as usize)).collect(),
         };
-        let accepted = accept(&tree, &out.logits, vocab, sampler);
+        let accepted = match greedy {
+            true => accept_greedy(&tree, &out.greedy, vocab),
+            false => accept(&tree, &out.logits, vocab, sampler),
+        };
         self.stats.target_forwards += 1;
         self.stats.verify_ms += t1.elapsed().as_secs_f64() * 1e3;
         let t2 = Instant::now();

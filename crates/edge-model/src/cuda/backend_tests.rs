@@ -82,6 +82,11 @@ fn the_model_matches_the_cpu_over_a_prompt_decode_steps_and_the_mtp_head() {
         assert_close(&format!("MTP at step {step}"), &ma.logits, &mb.logits);
         next = ta;
     }
+    // A greedy row: the device's argmax is the token the CPU's logits give.
+    let a = cpu_s.forward(&[next], LogitRows::Last).unwrap();
+    let b = gpu_s.forward(&[next], LogitRows::Greedy).unwrap();
+    assert!(b.logits.is_empty());
+    assert_eq!(b.greedy, vec![crate::argmax(&a.logits)], "greedy row");
 }
 
 #[test]

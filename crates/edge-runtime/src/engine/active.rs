@@ -99,6 +99,17 @@ impl<B: Backend> Active<B> {
         }
     }
 
+    /// Whether its next token needs no more than the greedy choice of its logits row
+    /// (temperature 0, no penalties, no logprobs, no recorded logits): the forward
+    /// pass can then return the token ([`edge_model::LogitRows::Greedy`]) instead of
+    /// the row.
+    pub fn greedy_token_suffices(&self) -> bool {
+        self.sampler.is_greedy()
+            && !self.sampler.params().has_penalties()
+            && self.req.logprobs.is_none()
+            && self.out.logits.is_none()
+    }
+
     /// Records a chosen token (with the logits row it came from) and decides whether
     /// the request goes on: `Some(reason)` when it ends here. `position` is where the
     /// token would run (`None` for a token already run, an accepted draft).

@@ -13,10 +13,19 @@ use std::time::Instant;
 
 /// What a batch row range does for its request.
 enum Role {
-    /// One decode row.
-    Decode,
+    /// One decode row; `true` when the pass returns its greedy token instead of its
+    /// logits.
+    Decode(bool),
     /// A prefill pass `from..to`, with a snapshot at `to` when set.
     Prefill(usize, usize, bool),
+}
+
+/// What the pass returned for a decode row.
+enum DecodeRow<'a> {
+    /// Its logits.
+    Logits(&'a [f32]),
+    /// Its greedy token (`None` if the pass returned too few).
+    Greedy(Option<u32>),
 }
 
 impl<B: Backend> Engine<B> {
@@ -65,8 +74,13 @@ impl<B: Backend> Engine<B> {
                 let token = *token;
                 match self.cache.sequence(a.seq) {
                     Ok(view) => {
-                        batch.push(a.seq, &[token], view.len, LogitRows::Last);
-                        roles.push((i, Role::Decode));
+                        let greedy = a.greedy_token_suffices();
+                        let rows = match greedy {
+                            true => LogitRows::Greedy,
+                            false => LogitRows::Last,
+                        };
+                        batch.push(a.seq, &[token], view.len, rows);
+                        roles.push((i, Role::Decode(greedy)));
                     }
                     // A sequence the cache no longer knows cannot go on; it ends here
                     // instead of waiting forever.
@@ -103,9 +117,9 @@ impl<B: Backend> Engine<B> {
                     false => None,
                 };
                 self.backend.free(out.hidden);
-                Ok((out.logits, hidden.transpose()?))
+                Ok((out.logits, out.greedy, hidden.transpose()?))
             });
-        let (logits, hidden) = match ran {
+        let (logits, greedy, hidden) = match ran {
             Ok(ran) => ran,
             Err(e) => {
                 for (i, _) in roles {
@@ -117,13 +131,18 @@ impl<B: Backend> Engine<B> {
         };
         let vocab = model.config().vocab_size;
         let (mut logit_row, mut batch_row) = (0, 0);
+        let mut greedy = greedy.into_iter();
         for (i, role) in roles {
             match role {
-                Role::Decode => {
+                Role::Decode(false) => {
                     let row = &logits[logit_row * vocab..][..vocab];
                     logit_row += 1;
                     batch_row += 1;
-                    self.decoded(model, i, row);
+                    self.decoded(model, i, DecodeRow::Logits(row));
+                }
+                Role::Decode(true) => {
+                    batch_row += 1;
+                    self.decoded(model, i, DecodeRow::Greedy(greedy.next()));
                 }
                 Role::Prefill(from, to, snapshot) => {
                     let last = to == self.active[i].req.prompt.len();
@@ -142,16 +161,28 @@ impl<B: Backend> Engine<B> {
     }
 
     /// A decode row ran: choose the next token from its logits.
-    fn decoded(&mut self, model: &Qwen35Model<B>, i: usize, logits: &[f32]) {
+    /// A decode row ran: samples its token (or takes the pass's greedy choice) and
+    /// records it.
+    fn decoded(&mut self, model: &Qwen35Model<B>, i: usize, row: DecodeRow<'_>) {
         let ctx = model.config().max_position_embeddings;
         let position = self.cache.sequence(self.active[i].seq).map(|v| v.len);
         let a = &mut self.active[i];
-        let token = match (a.sampler.sample(logits), position) {
+        let (chosen, logits) = match row {
+            DecodeRow::Logits(l) => (a.sampler.sample(l).map_err(RuntimeError::from), Some(l)),
+            DecodeRow::Greedy(Some(token)) => (Ok(token), None),
+            DecodeRow::Greedy(None) => (
+                Err(RuntimeError::InvalidRequest(
+                    "the forward pass returned no greedy token for this row".into(),
+                )),
+                None,
+            ),
+        };
+        let token = match (chosen, position) {
             (Ok(t), Ok(p)) => (t, p),
-            (Err(e), _) => return a.fail(e.into()),
+            (Err(e), _) => return a.fail(e),
             (_, Err(e)) => return a.fail(e.into()),
         };
-        match a.push_token(token.0, Some(logits), Some(token.1), ctx) {
+        match a.push_token(token.0, logits, Some(token.1), ctx) {
             Some(reason) => a.end(reason),
             None => a.phase = Phase::Decode { token: token.0 },
         }

@@ -205,6 +205,21 @@ impl Backend for CudaBackend {
         }
     }
 
+    /// The argmax kernel on the device; only the ids come back.
+    fn argmax_rows(&mut self, logits: &DeviceBuf, vocab: usize) -> Result<Vec<u32>> {
+        let Some(l) = logits.slice() else {
+            return Ok(Vec::new());
+        };
+        // A zero-length allocation is not valid: a malformed length reaches argmax's
+        // own check with one id of room.
+        let rows = l.len() / vocab.max(1);
+        let mut ids = self.dev.zeros::<u32>(rows.max(1))?;
+        super::argmax(&self.dev, l, vocab, &mut ids)?;
+        let mut ids = self.dev.download(&ids)?;
+        ids.truncate(rows);
+        Ok(ids)
+    }
+
     fn gather_rows(&mut self, x: &DeviceBuf, width: usize, rows: &[usize]) -> Result<DeviceBuf> {
         let mut out = self.alloc(rows.len() * width)?;
         let Some(dst) = out.slice_mut() else {
