@@ -92,23 +92,31 @@ fn a_batch_gives_each_sequence_its_logits_alone() {
     }
 }
 
-/// Greedy rows return the argmax of the row the same pass would return as logits, in
-/// batch order beside spans that return logits.
+/// Greedy rows return the argmax, and top rows the most likely tokens, of the rows the
+/// same pass would return as logits, in batch order beside spans that return logits.
 #[test]
-fn greedy_rows_return_the_argmax_of_their_logits() {
+fn greedy_and_top_rows_reduce_their_logits() {
     let model = Qwen35Model::load(&fixture("qwen35-tiny-f32"), ActivationMode::None).unwrap();
     let vocab = model.config().vocab_size;
-    let spans = [tokens(1, 12), tokens(2, 1), tokens(3, 7), tokens(4, 1)];
+    let spans = [
+        tokens(1, 12),
+        tokens(2, 1),
+        tokens(3, 7),
+        tokens(4, 1),
+        tokens(5, 3),
+    ];
     let mut outs = Vec::new();
     for greedy in [false, true] {
         let mut c = cache(&model, 8);
         let mut batch = StepBatch::new();
         for (i, t) in spans.iter().enumerate() {
             let seq = c.new_sequence(0).unwrap();
-            // Spans 1 and 3 ask for their greedy token in the second run; span 2 always
-            // for its logits.
+            // In the second run spans 1 and 3 ask for their greedy token and span 4 for
+            // each row's top 4; span 2 always for its logits.
             let rows = match (greedy, i) {
                 (true, 1 | 3) => LogitRows::Greedy,
+                (true, 4) => LogitRows::TopAll(4),
+                (false, 4) => LogitRows::All,
                 (_, 0) => LogitRows::None,
                 _ => LogitRows::Last,
             };
@@ -118,11 +126,34 @@ fn greedy_rows_return_the_argmax_of_their_logits() {
         outs.push(model.forward(&mut Cpu::new(), &batch, &mut c).unwrap());
     }
     let (full, reduced) = (&outs[0], &outs[1]);
-    assert_eq!(full.logits.len(), 3 * vocab);
-    assert!(full.greedy.is_empty());
-    let argmax = |row: usize| edge_model::argmax(&full.logits[row * vocab..][..vocab]);
-    assert_eq!(reduced.greedy, vec![argmax(0), argmax(2)]);
-    assert_eq!(reduced.logits, full.logits[vocab..2 * vocab].to_vec());
+    assert_eq!(full.logits.len(), 6 * vocab);
+    assert!(full.greedy.is_empty() && full.top.is_empty());
+    let row = |r: usize| &full.logits[r * vocab..][..vocab];
+    assert_eq!(
+        reduced.greedy,
+        vec![edge_model::argmax(row(0)), edge_model::argmax(row(2))]
+    );
+    // The vocabulary projection of 1 row and of 6 may round differently (its kernel
+    // tiles by rows), so values compare to 1e-5.
+    let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * (1.0 + b.abs());
+    assert!(
+        reduced
+            .logits
+            .iter()
+            .zip(row(1))
+            .all(|(&a, &b)| close(a, b))
+    );
+    assert_eq!(reduced.top.len(), 3);
+    for (got, r) in reduced.top.iter().zip(3..6) {
+        let want = edge_model::top_log_probs(row(r), 4);
+        assert_eq!(got.len(), 4);
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                g.0 == w.0 && close(g.1, w.1),
+                "row {r}: {got:?} against {want:?}"
+            );
+        }
+    }
 }
 
 #[test]

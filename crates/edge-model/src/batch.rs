@@ -51,6 +51,11 @@ pub enum LogitRows {
     /// Every row, each reduced to its greedy token (speculative verification under
     /// greedy decoding).
     GreedyAll,
+    /// Only the last row, reduced to its `k` most likely tokens with their
+    /// log-probabilities ([`crate::top_log_probs`]; [`crate::StepOutput::top`]).
+    Top(usize),
+    /// Every row, each reduced to its `k` most likely tokens (drafting a token tree).
+    TopAll(usize),
 }
 
 /// The input of one forward pass: tokens of one or more sequences, each token with an
@@ -73,6 +78,7 @@ pub struct StepBatch {
     trees: Vec<Option<TreeLayout>>,
     logit_rows: Vec<usize>,
     greedy_rows: Vec<usize>,
+    top_rows: Vec<(usize, usize)>,
 }
 
 impl StepBatch {
@@ -170,6 +176,9 @@ impl StepBatch {
             LogitRows::Greedy if len > 0 => self.greedy_rows.push(start + len - 1),
             LogitRows::Greedy => {}
             LogitRows::GreedyAll => self.greedy_rows.extend(start..start + len),
+            LogitRows::Top(k) if len > 0 => self.top_rows.push((start + len - 1, k)),
+            LogitRows::Top(_) => {}
+            LogitRows::TopAll(k) => self.top_rows.extend((start..start + len).map(|r| (r, k))),
         }
     }
 
@@ -207,6 +216,12 @@ impl StepBatch {
     /// [`LogitRows::GreedyAll`]), ascending.
     pub fn greedy_rows(&self) -> &[usize] {
         &self.greedy_rows
+    }
+
+    /// Rows whose most likely tokens the pass returns, with how many each
+    /// ([`LogitRows::Top`], [`LogitRows::TopAll`]), ascending.
+    pub fn top_rows(&self) -> &[(usize, usize)] {
+        &self.top_rows
     }
 
     /// Rows.

@@ -23,6 +23,41 @@ pub fn log_sum_exp(logits: &[f32]) -> f32 {
     sum.ln() + max
 }
 
+/// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
+/// most likely first (ties: the lower token id first, as argmax; NaN never). One pass
+/// keeps the best `k` in a small sorted buffer (k is a handful); the normaliser is
+/// [`log_sum_exp`].
+pub fn top_log_probs(logits: &[f32], k: usize) -> TopTokens {
+    let k = k.min(logits.len());
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, &l) in logits.iter().enumerate() {
+        if l.is_nan() {
+            continue;
+        }
+        // Strictly better than the current k-th: equal logits keep the earlier,
+        // lower id ahead.
+        if best.len() == k && !(k > 0 && l > best[k - 1].1) {
+            continue;
+        }
+        let at = best.partition_point(|&(_, b)| b >= l);
+        best.insert(at, (i as u32, l));
+        best.truncate(k);
+    }
+    let log_sum = log_sum_exp(logits);
+    best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
+}
+
+/// A row's most likely tokens with their log-probabilities, most likely first
+/// ([`top_log_probs`]).
+pub type TopTokens = Vec<(u32, f32)>;
+
+/// [`top_log_probs`] of each `vocab`-wide row of `logits`.
+pub(crate) fn top_log_probs_per_row(logits: &[f32], vocab: usize, k: usize) -> Vec<TopTokens> {
+    (logits.chunks_exact(vocab.max(1)))
+        .map(|row| top_log_probs(row, k))
+        .collect()
+}
+
 /// `Σ e^{x − max}` over the non-NaN entries, into `sum`.
 fn sum_exp(logits: &[f32], max: f32, sum: &mut f32) {
     dispatch!(sum_exp_portable, (logits: &[f32], max: f32, sum: &mut f32) {
@@ -90,5 +125,22 @@ mod tests {
         let mut with_nan = row.clone();
         with_nan[5] = f32::NAN;
         assert!(log_sum_exp(&with_nan).is_finite());
+    }
+
+    #[test]
+    fn top_k_is_sorted_log_softmax() {
+        let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5];
+        let top = top_log_probs(&logits, 3);
+        assert_eq!(
+            top.iter().map(|t| t.0).collect::<Vec<_>>(),
+            vec![1, 2, 0],
+            "ties go to the lower id, as argmax"
+        );
+        let z: f32 = logits.iter().map(|l| l.exp()).sum();
+        assert!((top[0].1 - (3.0f32.exp() / z).ln()).abs() < 1e-6);
+        assert_eq!(top_log_probs(&logits, 9).len(), 5);
+        let with_nan = [0.0, f32::NAN, 1.0];
+        let ids: Vec<u32> = top_log_probs(&with_nan, 3).iter().map(|t| t.0).collect();
+        assert_eq!(ids, vec![2, 0], "NaN is never drafted");
     }
 }

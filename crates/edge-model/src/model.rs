@@ -77,6 +77,9 @@ impl<B: Backend> DecoderLayer<B> {
     }
 }
 
+/// A pass's logits rows, greedy tokens and top tokens ([`StepOutput`]'s).
+type Outputs = (Vec<f32>, Vec<u32>, Vec<crate::TopTokens>);
+
 /// What a forward pass returns.
 #[derive(Debug)]
 pub struct StepOutput<B: Backend = Cpu> {
@@ -85,6 +88,9 @@ pub struct StepOutput<B: Backend = Cpu> {
     /// The greedy token of each of the batch's greedy rows ([`LogitRows::Greedy`]), in
     /// their order.
     pub greedy: Vec<u32>,
+    /// The most likely tokens with their log-probabilities, best first, of each of the
+    /// batch's top rows ([`LogitRows::Top`]), in their order.
+    pub top: Vec<crate::TopTokens>,
     /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
     /// input), on the device.
     pub hidden: B::Buf,
@@ -253,7 +259,7 @@ impl<B: Backend> Qwen35Model<B> {
         let mut hidden = be.alloc(t * h)?;
         be.rms_norm(&x, &self.norm, eps, &mut hidden)?;
         be.free(x);
-        let (logits, greedy) = self.outputs(be, &hidden, batch)?;
+        let (logits, greedy, top) = self.outputs(be, &hidden, batch)?;
         let tree = plan.has_trees().then(|| TreeInputs {
             plan: plan.clone(),
             gdn: kept,
@@ -261,23 +267,42 @@ impl<B: Backend> Qwen35Model<B> {
         Ok(StepOutput {
             logits,
             greedy,
+            top,
             hidden,
             tree,
         })
     }
 
-    /// The batch's logit rows and greedy tokens from the `[tokens, hidden]` final hidden
-    /// states.
-    fn outputs(
+    /// The batch's logit rows, greedy tokens and top tokens from the `[tokens, hidden]`
+    /// final hidden states.
+    fn outputs(&self, be: &mut B, hidden: &B::Buf, batch: &StepBatch) -> Result<Outputs> {
+        let vocab = self.config.vocab_size;
+        let logits = self.logits(be, hidden, batch.logit_rows())?;
+        let greedy = self.reduced(be, hidden, batch.greedy_rows(), |be, l| {
+            be.argmax_rows(l, vocab)
+        })?;
+        let (rows, ks): (Vec<usize>, Vec<usize>) = batch.top_rows().iter().copied().unzip();
+        let most = ks.iter().copied().max().unwrap_or(0);
+        let mut top = self.reduced(be, hidden, &rows, |be, l| {
+            be.top_log_probs_rows(l, vocab, most)
+        })?;
+        for (row, &k) in top.iter_mut().zip(&ks) {
+            row.truncate(k);
+        }
+        Ok((logits, greedy, top))
+    }
+
+    /// `reduce` of the logits of `rows` of the final hidden states, computed and
+    /// dropped on the backend (nothing for no rows).
+    fn reduced<T>(
         &self,
         be: &mut B,
         hidden: &B::Buf,
-        batch: &StepBatch,
-    ) -> Result<(Vec<f32>, Vec<u32>)> {
-        let logits = self.logits(be, hidden, batch.logit_rows())?;
-        let rows = batch.greedy_rows();
+        rows: &[usize],
+        reduce: impl FnOnce(&mut B, &B::Buf) -> Result<Vec<T>>,
+    ) -> Result<Vec<T>> {
         if rows.is_empty() {
-            return Ok((logits, Vec::new()));
+            return Ok(Vec::new());
         }
         let selected = be.gather_rows(hidden, self.config.hidden_size, rows)?;
         let mut out = match be.alloc(rows.len() * self.config.vocab_size) {
@@ -289,9 +314,9 @@ impl<B: Backend> Qwen35Model<B> {
         };
         let ran = be.linear(&[&self.lm_head], &selected, rows.len(), &mut [&mut out]);
         be.free(selected);
-        let greedy = ran.and_then(|()| be.argmax_rows(&out, self.config.vocab_size));
+        let reduced = ran.and_then(|()| reduce(be, &out));
         be.free(out);
-        Ok((logits, greedy?))
+        reduced
     }
 
     /// Logits of `rows` of the `[tokens, hidden]` final hidden states.
@@ -332,10 +357,11 @@ impl<B: Backend> Qwen35Model<B> {
         let memory = cache.memory_mut();
         be.pass(batch.len(), |be| {
             let x = head.forward(be, self, batch, &plan, hidden, memory)?;
-            let (logits, greedy) = self.outputs(be, &x, batch)?;
+            let (logits, greedy, top) = self.outputs(be, &x, batch)?;
             Ok(StepOutput {
                 logits,
                 greedy,
+                top,
                 hidden: x,
                 tree: None,
             })

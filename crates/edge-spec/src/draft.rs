@@ -10,8 +10,6 @@
 //! its parent, so the best-scoring set is closed under ancestors (ties go to the
 //! shallower, earlier candidate).
 
-use crate::sampling::top_log_probs;
-
 /// A drafted candidate.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Candidate {
@@ -46,14 +44,15 @@ impl DraftPool {
         }
     }
 
-    /// Adds the `top_k` most likely tokens of the head's `logits` after candidate
-    /// `parent` as its children.
-    pub fn add_children(&mut self, parent: usize, logits: &[f32]) {
+    /// Adds the head's most likely tokens after candidate `parent` (`top`: tokens and
+    /// log-probabilities, best first, as [`edge_model::top_log_probs`] gives them; the
+    /// first `top_k` are taken) as its children.
+    pub fn add_children(&mut self, parent: usize, top: &[(u32, f32)]) {
         let (depth, base) = {
             let p = &self.candidates[parent];
             (p.depth + 1, p.score)
         };
-        for (token, logp) in top_log_probs(logits, self.top_k) {
+        for &(token, logp) in top.iter().take(self.top_k) {
             self.candidates.push(Candidate {
                 token,
                 parent: Some(parent),
@@ -119,22 +118,12 @@ impl DraftPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edge_model::top_log_probs;
 
-    #[test]
-    fn top_k_is_sorted_log_softmax() {
-        let logits = [1.0f32, 3.0, 3.0, -2.0, 0.5];
-        let top = top_log_probs(&logits, 3);
-        assert_eq!(
-            top.iter().map(|t| t.0).collect::<Vec<_>>(),
-            vec![1, 2, 0],
-            "ties go to the lower id, as argmax"
-        );
-        let z: f32 = logits.iter().map(|l| l.exp()).sum();
-        assert!((top[0].1 - (3.0f32.exp() / z).ln()).abs() < 1e-6);
-        assert_eq!(top_log_probs(&logits, 9).len(), 5);
-        let with_nan = [0.0, f32::NAN, 1.0];
-        let ids: Vec<u32> = top_log_probs(&with_nan, 3).iter().map(|t| t.0).collect();
-        assert_eq!(ids, vec![2, 0], "NaN is never drafted");
+    /// The children `logits` give candidate `parent`.
+    fn add(pool: &mut DraftPool, parent: usize, logits: &[f32]) {
+        let top = top_log_probs(logits, pool.top_k);
+        pool.add_children(parent, &top);
     }
 
     #[test]
@@ -142,11 +131,11 @@ mod tests {
         let mut pool = DraftPool::new(7, 2);
         // Root's children: token 1 (p = 0.6), token 0 (p = 0.3).
         let l = [0.3f32.ln(), 0.6f32.ln(), 0.1f32.ln()];
-        pool.add_children(0, &l);
+        add(&mut pool, 0, &l);
         assert_eq!(pool.frontier(1), vec![1, 2]);
         // Child 1 (token 1) is very sure of token 2; child 2 (token 0) is unsure.
-        pool.add_children(1, &[-9.0, -9.0, 0.0]);
-        pool.add_children(2, &[0.0, 0.0, 0.0]);
+        add(&mut pool, 1, &[-9.0, -9.0, 0.0]);
+        add(&mut pool, 2, &[0.0, 0.0, 0.0]);
         // Scores: c3 = ln .6 + ~0 (token 2), c4 = ln .6 − 9 (token 0), c5, c6 =
         // ln .3 + ln ⅓ (tokens 0, 1).
         let (picked, parents) = pool.select(4);
@@ -157,8 +146,8 @@ mod tests {
         assert_eq!(parents[4..], [Some(2), Some(2)]);
         // A chain: top-1.
         let mut chain = DraftPool::new(7, 1);
-        chain.add_children(0, &l);
-        chain.add_children(1, &[0.0, 1.0, 0.0]);
+        add(&mut chain, 0, &l);
+        add(&mut chain, 1, &[0.0, 1.0, 0.0]);
         let (picked, parents) = chain.select(10);
         assert_eq!(picked, vec![0, 1, 2]);
         assert_eq!(parents, vec![None, Some(0), Some(1)]);

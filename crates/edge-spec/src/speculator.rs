@@ -18,7 +18,7 @@ use crate::draft::DraftPool;
 use crate::sampling::Sampler;
 use crate::{Result, SpecError};
 use edge_kvcache::{PagedCache, SeqId, SequenceCache};
-use edge_model::{AcceptedPath, Backend, LogitRows, Qwen35Model, StepBatch, TreeLayout};
+use edge_model::{AcceptedPath, Backend, LogitRows, Qwen35Model, StepBatch, TopTokens, TreeLayout};
 use std::time::Instant;
 
 /// Rows the head still has to run before the next draft: target hidden states paired
@@ -181,12 +181,11 @@ impl<B: Backend> Speculator<B> {
         depth: usize,
     ) -> Result<(DraftPool, usize)> {
         let (top_k, nodes) = self.config.shape();
-        let vocab = model.config().vocab_size;
         let h = model.config().hidden_size;
         let len = cache.sequence(seq)?.len;
         let mut pool = DraftPool::new(tok, top_k);
         let t0 = Instant::now();
-        let root = self.first_pass(model, be, cache, seq)?;
+        let root = self.first_pass(model, be, cache, seq, top_k)?;
         self.stats.draft_ms += t0.elapsed().as_secs_f64() * 1e3;
         if depth == 0 {
             be.free(root.1);
@@ -229,7 +228,7 @@ impl<B: Backend> Speculator<B> {
                 visible: rows.iter().map(|r| r.expect("draft rows").1).collect(),
             };
             let mut batch = StepBatch::new();
-            batch.push_tree_rows(seq, &toks, &positions, layout, LogitRows::All);
+            batch.push_tree_rows(seq, &toks, &positions, layout, LogitRows::TopAll(top_k));
             let out = model.mtp_forward(be, &batch, &input, cache);
             be.free(input);
             let out = out?;
@@ -238,8 +237,8 @@ impl<B: Backend> Speculator<B> {
             level.rows = rows;
             self.stats.draft_ms += t.elapsed().as_secs_f64() * 1e3;
             tree_time = Instant::now();
-            for (i, &node) in level.nodes.iter().enumerate() {
-                pool.add_children(node, &out.logits[i * vocab..][..vocab]);
+            for (&node, top) in level.nodes.iter().zip(&out.top) {
+                pool.add_children(node, top);
             }
         }
         be.free(level.hidden);
@@ -254,25 +253,28 @@ impl<B: Backend> Speculator<B> {
     }
 
     /// Runs the head's pending rows (rewriting provisional ones) and returns the root's
-    /// children logits with the head's output row that produced them.
+    /// `top_k` most likely children (tokens and log-probabilities) with the head's
+    /// output row that produced them.
     fn first_pass(
         &mut self,
         model: &Qwen35Model<B>,
         be: &mut B,
         cache: &mut PagedCache<B::Memory>,
         seq: SeqId,
-    ) -> Result<(Vec<f32>, B::Buf)> {
+        top_k: usize,
+    ) -> Result<(TopTokens, B::Buf)> {
         let p = self
             .pending
             .take()
             .ok_or_else(|| SpecError::InvalidRequest("speculation step before start".into()))?;
-        let batch = StepBatch::single(seq, &p.next, p.first, LogitRows::Last);
+        let batch = StepBatch::single(seq, &p.next, p.first, LogitRows::Top(top_k));
         let out = model.mtp_forward(be, &batch, &p.hidden, cache);
         be.free(p.hidden);
         let out = out?;
         let h = model.config().hidden_size;
         let last = be.gather_rows(&out.hidden, h, &[p.next.len() - 1])?;
         be.free(out.hidden);
-        Ok((out.logits, last))
+        let top = out.top.into_iter().next().unwrap_or_default();
+        Ok((top, last))
     }
 }

@@ -82,11 +82,27 @@ fn the_model_matches_the_cpu_over_a_prompt_decode_steps_and_the_mtp_head() {
         assert_close(&format!("MTP at step {step}"), &ma.logits, &mb.logits);
         next = ta;
     }
-    // A greedy row: the device's argmax is the token the CPU's logits give.
-    let a = cpu_s.forward(&[next], LogitRows::Last).unwrap();
+    // A greedy row: the device's argmax is the token the CPU's logits give; top rows:
+    // the device's top-k tokens and log-probabilities those of the CPU's logits.
+    let a = cpu_s.forward(&[next, 7], LogitRows::All).unwrap();
     let b = gpu_s.forward(&[next], LogitRows::Greedy).unwrap();
     assert!(b.logits.is_empty());
-    assert_eq!(b.greedy, vec![crate::argmax(&a.logits)], "greedy row");
+    assert_eq!(
+        b.greedy,
+        vec![crate::argmax(&a.logits[..256])],
+        "greedy row"
+    );
+    let c = gpu_s.forward(&[7], LogitRows::Top(5)).unwrap();
+    let want = crate::top_log_probs(&a.logits[256..], 5);
+    let got = &c.top[0];
+    assert_eq!(
+        got.iter().map(|t| t.0).collect::<Vec<_>>(),
+        want.iter().map(|t| t.0).collect::<Vec<_>>(),
+        "top tokens"
+    );
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g.1 - w.1).abs() < 2e-3, "log p {} against {}", g.1, w.1);
+    }
 }
 
 #[test]

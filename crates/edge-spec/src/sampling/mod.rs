@@ -17,7 +17,8 @@ mod penalties;
 mod tests;
 
 pub use distribution::Distribution;
-pub use penalties::{TokenLogprob, top_log_probs};
+pub use edge_model::top_log_probs;
+pub use penalties::TokenLogprob;
 
 /// How the next token is chosen from logits.
 #[derive(Clone, Copy, Debug, PartialEq)]

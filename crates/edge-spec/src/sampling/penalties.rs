@@ -79,31 +79,7 @@ impl TokenLogprob {
         TokenLogprob {
             token,
             logprob,
-            top: top_log_probs(logits, top),
+            top: edge_model::top_log_probs(logits, top),
         }
     }
-}
-
-/// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
-/// most likely first (ties: the lower token id first, as argmax; NaN never). One pass
-/// keeps the best `k` in a small sorted buffer (k is a handful); the normaliser is
-/// [`edge_model::log_sum_exp`].
-pub fn top_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let k = k.min(logits.len());
-    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() {
-            continue;
-        }
-        // Strictly better than the current k-th: equal logits keep the earlier,
-        // lower id ahead.
-        if best.len() == k && !(k > 0 && l > best[k - 1].1) {
-            continue;
-        }
-        let at = best.partition_point(|&(_, b)| b >= l);
-        best.insert(at, (i as u32, l));
-        best.truncate(k);
-    }
-    let log_sum = edge_model::log_sum_exp(logits);
-    best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
 }

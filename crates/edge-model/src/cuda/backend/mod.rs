@@ -220,6 +220,33 @@ impl Backend for CudaBackend {
         Ok(ids)
     }
 
+    /// The top-k kernel at temperature 1 on the device: only `k` candidates and the
+    /// softmax statistics of each row come back (log p = logit − max − ln Σ e^{l − max}).
+    fn top_log_probs_rows(
+        &mut self,
+        logits: &DeviceBuf,
+        vocab: usize,
+        k: usize,
+    ) -> Result<Vec<crate::TopTokens>> {
+        let Some(l) = logits.slice() else {
+            return Ok(Vec::new());
+        };
+        if k == 0 || k > super::MAX_TOP_K {
+            // Nothing to reduce, or more than the kernel keeps: the host's way.
+            let host = self.download(logits)?;
+            return Ok(crate::logits::top_log_probs_per_row(&host, vocab, k));
+        }
+        let top = super::top_k(&self.dev, l, vocab, k, 1.0)?;
+        Ok((0..top.counts.len())
+            .map(|r| {
+                let log_sum = top.max[r] + top.sum[r].ln();
+                (0..top.counts[r] as usize)
+                    .map(|j| (top.ids[r * k + j], top.values[r * k + j] - log_sum))
+                    .collect()
+            })
+            .collect())
+    }
+
     fn gather_rows(&mut self, x: &DeviceBuf, width: usize, rows: &[usize]) -> Result<DeviceBuf> {
         let mut out = self.alloc(rows.len() * width)?;
         let Some(dst) = out.slice_mut() else {
