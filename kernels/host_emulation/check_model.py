@@ -26,14 +26,12 @@ def setup(lib):
     lib.emu_gated_rms_norm.argtypes = [p, p, p, u32, u32, f]
     lib.emu_argmax.argtypes = [p, p, u32, u32]
     lib.emu_topk.argtypes = [p, u32, u32, u32, f] + [p] * 5
-    lib.emu_gdn_recurrence.argtypes = [p] * 16 + [u32] * 5 + [f]
-    lib.emu_gdn_chunked.argtypes = [p] * 16 + [u32] * 5 + [f]
+    lib.emu_gdn_recurrence.argtypes = [i32] + [p] * 16 + [u32] * 5 + [f]
     lib.emu_gdn_conv.argtypes = [p] * 10 + [u32] * 6
     lib.emu_attn_inputs.argtypes = [p] * 8 + [u32] * 5 + [f]
     lib.emu_kv_store.argtypes = [i32] + [p] * 5 + [f, f] + [u32] * 3 + [u64]
     lib.emu_kv_copy_rows.argtypes = [i32] + [p] * 3 + [u32] * 4
-    lib.emu_attn_rows.argtypes = [p] * 7 + [i32, f, f, f] + [p] * 4 + [u32] * 8
-    lib.emu_attn_tiles.argtypes = [p] * 7 + [u32, p, p, i32, f, f, f] + [p] * 4 + [u32] * 8
+    lib.emu_attn.argtypes = [p] * 7 + [u32, p, p, i32, f, f, f] + [p] * 4 + [u32] * 8
 
 
 def sigmoid(x):
@@ -251,12 +249,13 @@ def gdn_case(rng, lens, trees, hk, hv, dk, dv):
     return states, kernel_args, want_states, want
 
 
-def run_gdn_case(run, rng, lens, trees, hk, hv, dk, dv, tol):
-    """Runs one recurrence kernel (`run`: emu_gdn_recurrence or emu_gdn_chunked) on a
-    case and checks outputs, states and the slots it must leave alone."""
+def run_gdn_case(lib, chunked, rng, lens, trees, hk, hv, dk, dv, tol):
+    """Runs the row (chunked = 0) or chunked (1) recurrence kernel on a case and checks
+    outputs, states and the slots it must leave alone."""
     states, kernel_args, want_states, want = gdn_case(rng, lens, trees, hk, hv, dk, dv)
     got_states, out = states.copy(), np.zeros(want.shape, F32)
-    run(ptr(got_states), *map(ptr, kernel_args), ptr(out), len(lens), hk, hv, dk, dv, 1e-6)
+    lib.emu_gdn_recurrence(chunked, ptr(got_states), *map(ptr, kernel_args), ptr(out), len(lens), hk, hv, dk,
+                           dv, 1e-6)
     err = np.abs(out - want).max() / np.abs(want).max()
     assert err < tol, f"gdn out {lens},{hk},{hv},{dk},{dv}: {err:.2e}"
     serr = np.abs(got_states - want_states).max() / np.abs(want_states).max()
@@ -269,7 +268,7 @@ def run_gdn_case(run, rng, lens, trees, hk, hv, dk, dv, tol):
 def check_gdn_recurrence(lib, rng):
     for case in [([1, 3, 2, 6], [0, 0, 0, 1], 2, 4, 64, 128), ([4, 1, 5], [1, 0, 1], 1, 2, 128, 200),
                  ([1], [0], 2, 2, 16, 8)]:
-        run_gdn_case(lib.emu_gdn_recurrence, rng, *case, 1e-5)
+        run_gdn_case(lib, 0, rng, *case, 1e-5)
     print("model GDN recurrence (delta rule + gated norm; decode, prompt and tree spans): match")
 
 
@@ -278,7 +277,7 @@ def check_gdn_chunked(lib, rng):
     # dv below and at the thread count, dk at the chunked kernel's limit.
     for case in [([1, 70, 5, 32], [0, 0, 0, 0], 2, 4, 64, 128), ([33], [0], 1, 2, 128, 48),
                  ([2, 9], [0, 0], 2, 2, 16, 8)]:
-        run_gdn_case(lib.emu_gdn_chunked, rng, *case, 2e-5)
+        run_gdn_case(lib, 1, rng, *case, 2e-5)
     print("model GDN chunked delta rule (chunks of 32, partial chunks, one-row spans): match")
 
 
@@ -472,18 +471,18 @@ def check_attn_rows(lib, rng):
         part_m = np.zeros(rows * heads * splits, F32)
         part_l, part_acc = np.zeros_like(part_m), np.zeros(rows * heads * splits * dim, F32)
         out = np.zeros((rows, heads, dim), F32)
-        lib.emu_attn_rows(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), ptr(keys), ptr(values), kv,
-                          k_scale, v_scale, scale, ptr(part_m), ptr(part_l), ptr(part_acc), ptr(out), rows, kv_heads,
-                          group, dim, block, max_pages, split_rows, splits)
+        lib.emu_attn(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), None, None, 0, ptr(keys),
+                     ptr(values), kv, k_scale, v_scale, scale, ptr(part_m), ptr(part_l), ptr(part_acc), ptr(out), rows,
+                     kv_heads, group, dim, block, max_pages, split_rows, splits)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 2e-6, f"attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
         if kv == 2:
             continue  # f32 caches take the row kernel only
         first, count = attn_tiles(span_of, group)
         part_m[:], part_l[:], part_acc[:], out[:] = np.nan, np.nan, np.nan, np.nan
-        lib.emu_attn_tiles(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), ptr(first), ptr(count),
-                           len(first), ptr(keys), ptr(values), kv, k_scale, v_scale, scale, ptr(part_m), ptr(part_l),
-                           ptr(part_acc), ptr(out), rows, kv_heads, group, dim, block, max_pages, split_rows, splits)
+        lib.emu_attn(ptr(q), ptr(table), ptr(span_of), ptr(lens), ptr(masks), ptr(first), ptr(count), len(first),
+                     ptr(keys), ptr(values), kv, k_scale, v_scale, scale, ptr(part_m), ptr(part_l), ptr(part_acc),
+                     ptr(out), rows, kv_heads, group, dim, block, max_pages, split_rows, splits)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 1e-5, f"tile attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
     print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence), "

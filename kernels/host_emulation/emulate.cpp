@@ -390,27 +390,17 @@ void emu_topk(const float* logits, eq_u32 vocab, eq_u32 rows, eq_u32 k, float in
            [=] { eq_topk_f32(logits, vocab, k, inv_temp, vals, ids, count, row_max, row_sum); });
 }
 
-void emu_gdn_recurrence(float* states, const eq_u32* slot_of, const eq_u32* starts,
-                        const eq_u32* tree_of, const eq_u32* parents, float* scratch,
-                        const float* q, const float* k, const float* v, const float* b,
-                        const float* a, const float* z, const float* neg_a,
+// chunked: 0 the row kernel, 1 the chunked one (chain spans only).
+void emu_gdn_recurrence(int chunked, float* states, const eq_u32* slot_of,
+                        const eq_u32* starts, const eq_u32* tree_of, const eq_u32* parents,
+                        float* scratch, const float* q, const float* k, const float* v,
+                        const float* b, const float* a, const float* z, const float* neg_a,
                         const float* dt_bias, const float* norm_w, float* out, eq_u32 spans,
                         eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    const auto kernel = chunked ? eq_gdn_chunked_f32 : eq_gdn_recurrence_f32;
     launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_recurrence_f32(states, slot_of, starts, tree_of, parents, scratch, q, k, v, b, a,
-                              z, neg_a, dt_bias, norm_w, out, hk, hv, dk, dv, eps);
-    });
-}
-
-void emu_gdn_chunked(float* states, const eq_u32* slot_of, const eq_u32* starts,
-                     const eq_u32* tree_of, const eq_u32* parents, float* scratch,
-                     const float* q, const float* k, const float* v, const float* b,
-                     const float* a, const float* z, const float* neg_a,
-                     const float* dt_bias, const float* norm_w, float* out, eq_u32 spans,
-                     eq_u32 hk, eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
-    launch(dim3{hv, spans, 1}, EQ_GDN_THREADS, [=] {
-        eq_gdn_chunked_f32(states, slot_of, starts, tree_of, parents, scratch, q, k, v, b, a,
-                           z, neg_a, dt_bias, norm_w, out, hk, hv, dk, dv, eps);
+        kernel(states, slot_of, starts, tree_of, parents, scratch, q, k, v, b, a, z, neg_a,
+               dt_bias, norm_w, out, hk, hv, dk, dv, eps);
     });
 }
 
@@ -424,59 +414,41 @@ void emu_gdn_conv(float* windows, const eq_u32* slot_of, const eq_u32* starts,
     });
 }
 
-// kv: 0 FP8, 1 bf16, 2 f32.
-void emu_attn_rows(const float* q, const eq_u32* table, const eq_u32* span_of,
-                   const eq_u32* lens, const eq_u64* masks, const void* keys,
-                   const void* values, int kv, float k_scale, float v_scale,
-                   float softmax_scale, float* part_m, float* part_l, float* part_acc,
-                   float* out, eq_u32 rows, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
-                   eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
+// kv: 0 FP8, 1 bf16, 2 f32. With tiles > 0 the tile kernel (FP8 and bf16 only) over
+// the tiles tile_first/tile_count, else the row kernel; then the combine, as
+// attention.rs launches them.
+void emu_attn(const float* q, const eq_u32* table, const eq_u32* span_of, const eq_u32* lens,
+              const eq_u64* masks, const eq_u32* tile_first, const eq_u32* tile_count,
+              eq_u32 tiles, const void* keys, const void* values, int kv, float k_scale,
+              float v_scale, float softmax_scale, float* part_m, float* part_l,
+              float* part_acc, float* out, eq_u32 rows, eq_u32 kv_heads, eq_u32 group,
+              eq_u32 dim, eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
     std::function<void()> k;
-#define EQ_DIMS(KVT, NAME)                                                                \
+    // NAME##_d<dim>(<row arrays>, keys, values, <the rest>) for the pages' type KVT.
+#define EQ_CALL(D, NAME, ...) k = [=] { NAME##_d##D(__VA_ARGS__, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break;
+#define EQ_DIMS(KVT, NAME, ...)                                                           \
     {                                                                                     \
         const KVT* kk = static_cast<const KVT*>(keys);                                    \
         const KVT* vv = static_cast<const KVT*>(values);                                  \
         switch (dim) {                                                                    \
-            case 32: k = [=] { NAME##_d32(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 64: k = [=] { NAME##_d64(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 128: k = [=] { NAME##_d128(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            default: k = [=] { NAME##_d256(q, table, span_of, lens, masks, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
+            case 32: EQ_CALL(32, NAME, __VA_ARGS__)                                       \
+            case 64: EQ_CALL(64, NAME, __VA_ARGS__)                                       \
+            case 128: EQ_CALL(128, NAME, __VA_ARGS__)                                     \
+            default: EQ_CALL(256, NAME, __VA_ARGS__)                                      \
         }                                                                                 \
     }
-    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_rows_fp8)
-    else if (kv == 1) EQ_DIMS(eq_u16, eq_attn_rows_bf16)
-    else EQ_DIMS(float, eq_attn_rows_f32)
-#undef EQ_DIMS
-    launch(dim3{kv_heads, rows, splits}, EQ_ATTN_THREADS, k);
-    const eq_u32 heads = kv_heads * group;
-    launch(dim3{heads, rows, 1}, dim,
-           [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });
-}
-
-// The tile kernel (kv: 0 FP8, 1 bf16) and the combine, as attention_tiles.rs launches them.
-void emu_attn_tiles(const float* q, const eq_u32* table, const eq_u32* span_of,
-                    const eq_u32* lens, const eq_u64* masks, const eq_u32* tile_first,
-                    const eq_u32* tile_count, eq_u32 tiles, const void* keys,
-                    const void* values, int kv, float k_scale, float v_scale,
-                    float softmax_scale, float* part_m, float* part_l, float* part_acc,
-                    float* out, eq_u32 rows, eq_u32 kv_heads, eq_u32 group, eq_u32 dim,
-                    eq_u32 block, eq_u32 max_pages, eq_u32 split_rows, eq_u32 splits) {
-    std::function<void()> k;
-#define EQ_DIMS(KVT, NAME)                                                                \
-    {                                                                                     \
-        const KVT* kk = static_cast<const KVT*>(keys);                                    \
-        const KVT* vv = static_cast<const KVT*>(values);                                  \
-        switch (dim) {                                                                    \
-            case 32: k = [=] { NAME##_d32(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 64: k = [=] { NAME##_d64(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            case 128: k = [=] { NAME##_d128(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-            default: k = [=] { NAME##_d256(q, table, span_of, lens, masks, tile_first, tile_count, kk, vv, k_scale, v_scale, softmax_scale, part_m, part_l, part_acc, kv_heads, group, block, max_pages, split_rows); }; break; \
-        }                                                                                 \
+    if (tiles > 0) {
+        if (kv == 0) EQ_DIMS(eq_u8, eq_attn_tile_fp8, q, table, span_of, lens, masks, tile_first, tile_count)
+        else EQ_DIMS(eq_u16, eq_attn_tile_bf16, q, table, span_of, lens, masks, tile_first, tile_count)
+        launch(dim3{kv_heads, tiles, splits}, EQ_TILE_THREADS, k);
+    } else {
+        if (kv == 0) EQ_DIMS(eq_u8, eq_attn_rows_fp8, q, table, span_of, lens, masks)
+        else if (kv == 1) EQ_DIMS(eq_u16, eq_attn_rows_bf16, q, table, span_of, lens, masks)
+        else EQ_DIMS(float, eq_attn_rows_f32, q, table, span_of, lens, masks)
+        launch(dim3{kv_heads, rows, splits}, EQ_ATTN_THREADS, k);
     }
-    if (kv == 0) EQ_DIMS(eq_u8, eq_attn_tile_fp8)
-    else EQ_DIMS(eq_u16, eq_attn_tile_bf16)
 #undef EQ_DIMS
-    launch(dim3{kv_heads, tiles, splits}, EQ_TILE_THREADS, k);
+#undef EQ_CALL
     const eq_u32 heads = kv_heads * group;
     launch(dim3{heads, rows, 1}, dim,
            [=] { eq_attn_combine(part_m, part_l, part_acc, out, heads, dim, splits); });

@@ -196,16 +196,20 @@ __device__ __forceinline__ float eq_gdn_step(float* __restrict__ S, const float*
     return ss;
 }
 
+// The parameters of both recurrence kernels (the row and the chunked form).
+#define EQ_GDN_RECURRENCE_PARAMS                                                            \
+    float *__restrict__ states, const eq_u32 *__restrict__ slot_of,                         \
+        const eq_u32 *__restrict__ starts, const eq_u32 *__restrict__ tree_of,              \
+        const eq_u32 *__restrict__ parents, float *__restrict__ scratch,                    \
+        const float *__restrict__ q, const float *__restrict__ k,                           \
+        const float *__restrict__ v, const float *__restrict__ b,                           \
+        const float *__restrict__ a, const float *__restrict__ z,                           \
+        const float *__restrict__ neg_a, const float *__restrict__ dt_bias,                 \
+        const float *__restrict__ norm_w, float *__restrict__ out, eq_u32 hk, eq_u32 hv,    \
+        eq_u32 dk, eq_u32 dv, float eps
+
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
-    eq_gdn_recurrence_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
-                          const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
-                          const eq_u32* __restrict__ parents, float* __restrict__ scratch,
-                          const float* __restrict__ q, const float* __restrict__ k,
-                          const float* __restrict__ v, const float* __restrict__ b,
-                          const float* __restrict__ a, const float* __restrict__ z,
-                          const float* __restrict__ neg_a, const float* __restrict__ dt_bias,
-                          const float* __restrict__ norm_w, float* __restrict__ out, eq_u32 hk,
-                          eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    eq_gdn_recurrence_f32(EQ_GDN_RECURRENCE_PARAMS) {
     __shared__ float ks[EQ_GDN_MAX_DIM];
     __shared__ float qs[EQ_GDN_MAX_DIM];
     __shared__ float os[EQ_GDN_MAX_DIM];
@@ -315,15 +319,7 @@ __device__ __forceinline__ float eq_gdn_flush(float x) {
 }
 
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
-    eq_gdn_chunked_f32(float* __restrict__ states, const eq_u32* __restrict__ slot_of,
-                       const eq_u32* __restrict__ starts, const eq_u32* __restrict__ tree_of,
-                       const eq_u32* __restrict__ parents, float* __restrict__ scratch,
-                       const float* __restrict__ q, const float* __restrict__ k,
-                       const float* __restrict__ v, const float* __restrict__ b,
-                       const float* __restrict__ a, const float* __restrict__ z,
-                       const float* __restrict__ neg_a, const float* __restrict__ dt_bias,
-                       const float* __restrict__ norm_w, float* __restrict__ out, eq_u32 hk,
-                       eq_u32 hv, eq_u32 dk, eq_u32 dv, float eps) {
+    eq_gdn_chunked_f32(EQ_GDN_RECURRENCE_PARAMS) {
     constexpr int C = EQ_GDN_CHUNK;
     __shared__ float kc[C][EQ_GDN_CHUNK_MAX_DIM];
     __shared__ float qc[C][EQ_GDN_CHUNK_MAX_DIM];
