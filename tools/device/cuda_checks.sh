@@ -17,7 +17,8 @@
 # run: runs every ignored test single-threaded: edge-quant's parity and timings, the
 #   tensor-core parity and 27B sweep, the same sweep through PyTorch's bf16 matmul when
 #   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations and the
-#   whole model (CudaBackend) against the CPU backend (they compile through the
+#   whole model (CudaBackend) against the CPU backend, with the prompt kernels' timings
+#   (attention tiles against rows, chunked against row-by-row GDN; they compile through the
 #   machine's NVRTC), then the NVRTC compile test on its own (its failure is reported,
 #   not fatal), the embedded demo model's greedy reply on cuda:0 beside the CPU's, then
 #   the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
@@ -94,7 +95,7 @@ run() {
     echo "== tensor-core parity and the 27B sweep" | tee -a "$out/cuda_checks.log"
     "$DEV/bin/cuda_tensor_core" --ignored --test-threads=1 --nocapture 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
     echo "== the model's operations against the CPU backend" | tee -a "$out/cuda_checks.log"
-    "$DEV/bin/edge_model" --ignored --test-threads=1 cuda:: 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
+    "$DEV/bin/edge_model" --ignored --test-threads=1 --nocapture cuda:: 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
     if python3 -c "import torch" 2>/dev/null; then
         echo "== the same sweep through PyTorch bf16 matmul" | tee -a "$out/cuda_checks.log"
         python3 "$ROOT/tools/device/torch_bf16_sweep.py" 2>&1 | tee -a "$out/cuda_checks.log" || true

@@ -405,3 +405,92 @@ fn kv_store_and_copies_match_the_host_cache() {
         }
     }
 }
+
+/// The tile kernel against the row kernel at the 27B attention shape (24 query heads on
+/// 4 KV heads of 256, FP8 pages of 16 rows) over 4096 cached rows: a 512-row prompt
+/// chunk, a 32-node tree (a chain) and one decode row; the two agree to 1e-5 and are
+/// timed (median of 5 after a warm-up; printed with `--nocapture`).
+#[test]
+#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
+fn attention_tiles_against_rows_timing() {
+    let dev = device();
+    let (kv_heads, group, dim, block, depth) = (4, 6, 256, 16, 4096);
+    let max_pages = (depth + 512) / block;
+    let elems = max_pages * kv_heads * block * dim;
+    let code = |i: usize| -> u8 {
+        let c = (i.wrapping_mul(2_654_435_761) >> 9) as u8;
+        if c & 0x7f == 0x7f { 0x38 } else { c }
+    };
+    let keys = dev
+        .upload(&(0..elems).map(code).collect::<Vec<u8>>())
+        .unwrap();
+    let values = dev
+        .upload(&(0..elems).map(|i| code(i + 7)).collect::<Vec<u8>>())
+        .unwrap();
+    let layer = PagedAttention {
+        pages: KvPages::Fp8 {
+            keys: &keys,
+            values: &values,
+            k_scale: 0.02,
+            v_scale: 0.03,
+        },
+        kv_heads,
+        group,
+        head_dim: dim,
+    };
+    let prompt: Vec<(u32, u64)> = (0..512).map(|i| (depth as u32 + i + 1, 0)).collect();
+    let tree: Vec<(u32, u64)> = (0..32).map(|i| (depth as u32, (2u64 << i) - 1)).collect();
+    for (what, rows) in [
+        ("512-row prompt chunk", prompt),
+        ("32-node tree", tree),
+        ("decode row", vec![(depth as u32, 0)]),
+    ] {
+        let n = rows.len();
+        let rows = AttentionRows {
+            table: (0..max_pages as u32).collect(),
+            max_pages,
+            block_size: block,
+            span_of: vec![0; n],
+            lens: rows.iter().map(|r| r.0).collect(),
+            masks: rows.iter().map(|r| r.1).collect(),
+            stores: (0..n as u32).collect(),
+        };
+        let on_device = DeviceAttentionRows::upload(&dev, rows).unwrap();
+        let q = dev.upload(&values_f32(n * kv_heads * group * dim)).unwrap();
+        let (mut tiles_out, mut rows_out) = (
+            dev.zeros::<f32>(n * kv_heads * group * dim).unwrap(),
+            dev.zeros::<f32>(n * kv_heads * group * dim).unwrap(),
+        );
+        let time = |kernel, out: &mut edge_core::cuda::CudaSlice<f32>| {
+            super::timing::median_us(&dev, 5, || {
+                attention_pass(&dev, &layer, &on_device, &q, out, kernel).unwrap()
+            })
+        };
+        let tiled = time(FirstPassKernel::Auto, &mut tiles_out);
+        let by_row = time(FirstPassKernel::Rows, &mut rows_out);
+        let (a, b) = (
+            dev.download(&tiles_out).unwrap(),
+            dev.download(&rows_out).unwrap(),
+        );
+        let scale = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let err = a
+            .iter()
+            .zip(&b)
+            .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            err <= 1e-5 * scale,
+            "{what}: tiles against rows {err:e} of {scale:e}"
+        );
+        let took = on_device.tiles.get().is_some_and(|t| t.is_some());
+        println!(
+            "attention, {what} over {depth} rows: {} {tiled:.0} µs, row kernel {by_row:.0} µs \
+             ({:.1}×)",
+            if took {
+                "tile kernel"
+            } else {
+                "chosen (row) kernel"
+            },
+            by_row / tiled
+        );
+    }
+}

@@ -241,8 +241,9 @@ pub(super) fn recurrence_kernel(heads: GdnHeads, spans: &GdnRows) -> &'static st
 }
 
 /// The recurrence: updates `states` (`[slots, value_heads, key_dim, value_dim]`) at each
-/// span's slot, one row after the other, and writes `out` (`[rows, value_heads,
-/// value_dim]`, token-major).
+/// span's slot, as row after row would, and writes `out` (`[rows, value_heads,
+/// value_dim]`, token-major). Prompt chunks take the chunked kernel where
+/// `recurrence_kernel` allows it.
 pub fn gdn_recurrence(
     dev: &CudaDevice,
     layer: &GdnLayer<'_>,
@@ -250,6 +251,20 @@ pub fn gdn_recurrence(
     spans: &GdnSpans,
     x: &GdnInputs<'_>,
     out: &mut CudaSlice<f32>,
+) -> Result<()> {
+    gdn_recurrence_with(dev, layer, states, spans, x, out, false)
+}
+
+/// [`gdn_recurrence`], with `rows_only` forcing the row kernel (the tests compare the
+/// two).
+pub(super) fn gdn_recurrence_with(
+    dev: &CudaDevice,
+    layer: &GdnLayer<'_>,
+    states: &mut CudaSlice<f32>,
+    spans: &GdnSpans,
+    x: &GdnInputs<'_>,
+    out: &mut CudaSlice<f32>,
+    rows_only: bool,
 ) -> Result<()> {
     const OP: &str = "gdn_recurrence";
     let GdnHeads {
@@ -283,7 +298,11 @@ pub fn gdn_recurrence(
     // decode step) never read it: they get a one-value placeholder, not a state's worth.
     let trees = spans.host.trees();
     let mut scratch = dev.zeros::<f32>(if trees == 0 { 1 } else { trees * per_slot })?;
-    let func = dev.function(&GDN, recurrence_kernel(layer.heads, &spans.host))?;
+    let kernel = match rows_only {
+        true => "eq_gdn_recurrence_f32",
+        false => recurrence_kernel(layer.heads, &spans.host),
+    };
+    let func = dev.function(&GDN, kernel)?;
     let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
     let mut launch = dev.stream().launch_builder(&func);
     launch

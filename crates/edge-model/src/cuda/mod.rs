@@ -27,6 +27,8 @@ mod rope;
 mod sampling;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timing;
 
 pub use attention::{
     DeviceAttentionRows, KvPages, MAX_GROUP, MAX_ROWS, PagedAttention, attention_rows,
