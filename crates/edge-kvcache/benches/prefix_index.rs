@@ -55,6 +55,7 @@ fn prefix_reuse(c: &mut Criterion) {
             kv_dtype: KvDType::Fp8E4M3,
             budget_bytes: 8 << 30,
             prefix_cache: true,
+            max_sequences: None,
         };
         let mut cache = PagedCache::<HostMemory>::new(spec(), config).unwrap();
         let tokens = prompt(len);

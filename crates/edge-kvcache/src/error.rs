@@ -19,6 +19,12 @@ pub enum KvCacheError {
         /// and reservations of rows not yet written.
         pinned: usize,
     },
+    /// A new sequence past [`crate::CacheConfig::max_sequences`].
+    #[error("the cache holds at most {max} live sequences (CacheConfig::max_sequences)")]
+    TooManySequences {
+        /// The limit.
+        max: usize,
+    },
     /// A sequence id that is not live (never created, or already released).
     #[error("sequence {0:?} is not in the cache")]
     UnknownSequence(SeqId),

@@ -175,6 +175,22 @@ impl PoolCapacity {
         }
     }
 
+    /// Pools for a cache configured as `config`: with
+    /// [`CacheConfig::max_sequences`], that many slots and as many pages as the rest of
+    /// the budget holds (at least one of each), so the pools together take the budget;
+    /// without, [`PoolCapacity::for_budget`].
+    pub fn for_config(spec: &CacheSpec, config: &crate::CacheConfig) -> Self {
+        let Some(max) = config.max_sequences else {
+            return Self::for_budget(spec, config.budget_bytes);
+        };
+        let slots = max.max(1);
+        let rest = (config.budget_bytes).saturating_sub(slots.saturating_mul(spec.state_bytes()));
+        PoolCapacity {
+            pages: rest.checked_div(spec.block_bytes()).unwrap_or(1).max(1),
+            slots,
+        }
+    }
+
     /// Device bytes the pools of `spec` take.
     pub fn bytes(&self, spec: &CacheSpec) -> usize {
         self.pages * spec.block_bytes() + self.slots * spec.state_bytes()
@@ -210,6 +226,34 @@ mod tests {
         assert_eq!(spec(KvDType::Fp8E4M3).row_bytes(), 2 * 3 * 16);
         assert_eq!(spec(KvDType::F32).state_bytes(), 2 * 16 * 4);
         assert_eq!(spec(KvDType::F32).blocks_for(33), 3);
+    }
+
+    /// With a sequence limit the pools share the budget: that many slots, the rest in
+    /// pages; without one each pool could take the whole budget.
+    #[test]
+    fn pools_follow_the_sequence_limit() {
+        let s = spec(KvDType::F32);
+        let (block, state) = (s.block_bytes(), s.state_bytes());
+        let mut config = crate::CacheConfig {
+            budget_bytes: 10 * block + 3 * state,
+            ..crate::CacheConfig::default()
+        };
+        let open = PoolCapacity::for_config(&s, &config);
+        assert_eq!(open, PoolCapacity::for_budget(&s, config.budget_bytes));
+        assert!(open.bytes(&s) > config.budget_bytes);
+        config.max_sequences = Some(3);
+        let limited = PoolCapacity::for_config(&s, &config);
+        assert_eq!(
+            limited,
+            PoolCapacity {
+                pages: 10,
+                slots: 3
+            }
+        );
+        assert_eq!(limited.bytes(&s), config.budget_bytes);
+        // A limit the budget cannot hold still gets one page (the cache refuses later).
+        config.max_sequences = Some(1000);
+        assert_eq!(PoolCapacity::for_config(&s, &config).pages, 1);
     }
 
     #[test]

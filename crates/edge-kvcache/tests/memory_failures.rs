@@ -84,6 +84,7 @@ fn cache(countdown: &Arc<AtomicI64>) -> PagedCache<FlakyMemory> {
         kv_dtype: KvDType::F32,
         budget_bytes: 1 << 20,
         prefix_cache: true,
+        max_sequences: None,
     };
     let spec = CacheSpec {
         block_size: 4,

@@ -43,6 +43,7 @@ fn sized(
         kv_dtype,
         budget_bytes: 0,
         prefix_cache: true,
+        max_sequences: None,
     };
     config.budget_bytes = budget(&spec_for(&config));
     config
@@ -311,6 +312,28 @@ fn over_budget_errors_name_the_sizes() {
     cache.prepare_rows(seq, 0..8).unwrap();
     assert!(cache.prepare_rows(seq, 8..20).is_err());
     assert!(cache.prepare_rows(seq, 30..31).is_err());
+}
+
+/// A sequence past `max_sequences` is a typed error that takes nothing; releasing one
+/// makes room, and the slot ids stay below the limit (a device pool holds that many).
+#[test]
+fn the_sequence_limit_is_enforced() {
+    let mut config = sized(4, KvDType::F32, |_| 1 << 20);
+    config.max_sequences = Some(2);
+    let mut cache = PagedCache::<HostMemory>::new(spec_for(&config), config).unwrap();
+    let a = cache.new_sequence(4).unwrap();
+    let _b = cache.new_sequence(4).unwrap();
+    let before = cache.usage();
+    let err = cache.new_sequence(4).unwrap_err();
+    assert!(
+        matches!(err, KvCacheError::TooManySequences { max: 2 }),
+        "{err}"
+    );
+    assert_eq!(cache.usage(), before, "nothing taken");
+    cache.release(a).unwrap();
+    let c = cache.new_sequence(4).unwrap();
+    assert!(cache.sequence(c).is_ok());
+    cache.verify_refcounts().unwrap();
 }
 
 #[test]

@@ -31,8 +31,10 @@ impl<'m, B: Backend> Session<'m, B> {
     pub fn with_backend(
         model: &'m Qwen35Model<B>,
         mut backend: B,
-        config: CacheConfig,
+        mut config: CacheConfig,
     ) -> Result<Self> {
+        // One sequence, so a device memory needs one state slot.
+        config.max_sequences.get_or_insert(1);
         let memory = backend.cache_memory(&model.cache_spec(&config), &config)?;
         let mut cache = PagedCache::with_memory(memory, config)?;
         let seq = cache.new_sequence(0)?;

@@ -100,6 +100,7 @@ fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
         kv_dtype: s.dtype,
         budget_bytes: 0,
         prefix_cache,
+        max_sequences: None,
     };
     let spec = model.cache_spec(&cache);
     cache.budget_bytes = s.budget_blocks * spec.block_bytes() + 4 * spec.state_bytes() + 4096;

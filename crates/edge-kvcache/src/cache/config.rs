@@ -13,16 +13,23 @@ pub struct CacheConfig {
     pub budget_bytes: usize,
     /// Keep prefix snapshots for reuse across requests.
     pub prefix_cache: bool,
+    /// The most sequences alive at once, where the user knows it (an engine's
+    /// concurrency limit): [`crate::PagedCache::new_sequence`] refuses more, and a
+    /// device memory sizes its state-slot pool for exactly these instead of for the
+    /// whole budget ([`crate::PoolCapacity::for_config`]). `None`: no limit but the
+    /// budget.
+    pub max_sequences: Option<usize>,
 }
 
 impl Default for CacheConfig {
-    /// 32-token f32 pages, a 4 GiB budget, prefix reuse on.
+    /// 32-token f32 pages, a 4 GiB budget, prefix reuse on, no sequence limit.
     fn default() -> Self {
         CacheConfig {
             block_size: 32,
             kv_dtype: KvDType::F32,
             budget_bytes: 4 << 30,
             prefix_cache: true,
+            max_sequences: None,
         }
     }
 }

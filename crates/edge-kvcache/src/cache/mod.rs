@@ -182,6 +182,11 @@ impl<M: CacheMemory> PagedCache<M> {
     /// Errors with [`KvCacheError::OverBudget`] (changing nothing) when the budget
     /// cannot hold the reservation next to what live sequences pin.
     pub fn new_sequence(&mut self, reserve_rows: usize) -> Result<SeqId> {
+        if let Some(max) = self.config.max_sequences
+            && self.slots.live() >= max
+        {
+            return Err(KvCacheError::TooManySequences { max });
+        }
         let needed = self.sequence_bytes(reserve_rows);
         if self.pinned() + needed > self.config.budget_bytes {
             return Err(self.over_budget(needed));

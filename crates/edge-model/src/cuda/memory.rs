@@ -5,11 +5,12 @@
 //! in the host layout (`[pages, kv_heads, block, head_dim]`), so the kernels address
 //! page `p` at `p · page` elements ([`DeviceKv::pages`], [`DeviceKv::layer_mut`]). Each
 //! recurrent layer has one conv pool and one state pool of `capacity.slots` slots.
-//! The pools are allocated up front ([`PoolCapacity::for_budget`] sizes them from the
-//! cache budget), so materializing a page or slot allocates nothing and only checks
-//! the id against the pool. The price: pages and slots each reserve the whole budget,
-//! where the host memory shares it. Snapshots of slot state are device allocations of
-//! their own.
+//! The pools are allocated up front ([`PoolCapacity::for_config`] sizes them from the
+//! cache configuration), so materializing a page or slot allocates nothing and only
+//! checks the id against the pool. The price: without a sequence limit pages and slots
+//! each reserve the whole budget, where the host memory shares it; with one the slots
+//! take that many sequences' states and the pages the rest. Snapshots of slot state are
+//! device allocations of their own.
 
 use super::kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows};
 use super::{KvPages, ops::cuda_err};
@@ -213,8 +214,8 @@ impl CudaCacheMemory {
 }
 
 /// Ids past a pool are an error, not an out-of-bounds access: the cache hands out ids
-/// by its budget, which `PoolCapacity::for_budget` covers, but a capacity given by
-/// hand may not.
+/// within its budget and sequence limit, which `PoolCapacity::for_config` covers, but a
+/// capacity given by hand may not.
 fn check_in_pool(what: &str, id: usize, capacity: usize) -> edge_kvcache::Result<()> {
     if id >= capacity {
         return Err(KvCacheError::Memory(format!(

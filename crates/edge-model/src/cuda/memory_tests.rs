@@ -124,10 +124,11 @@ fn a_paged_cache_runs_over_device_memory() {
         kv_dtype: KvDType::Bf16,
         budget_bytes: 1 << 16,
         prefix_cache: true,
+        // Two sequences: pools sized to share the budget (for_config).
+        max_sequences: Some(2),
     };
     let s = spec(KvDType::Bf16);
-    let memory =
-        CudaCacheMemory::new(&dev, &s, PoolCapacity::for_budget(&s, config.budget_bytes)).unwrap();
+    let memory = CudaCacheMemory::new(&dev, &s, PoolCapacity::for_config(&s, &config)).unwrap();
     let mut cache = PagedCache::with_memory(memory, config).unwrap();
     let a = cache.new_sequence(8).unwrap();
     cache.prepare_rows(a, 0..6).unwrap();

@@ -81,7 +81,7 @@ impl EngineBuilder {
     }
 
     /// The device: [`EngineBuilder::spawn`] builds the engine there;
-    /// [`EngineBuilder::build`] is the CPU engine and [`EngineBuilder::build_cuda`]
+    /// [`EngineBuilder::build`] is the CPU engine and `EngineBuilder::build_cuda`
     /// (feature `cuda`) the GPU one.
     pub fn device(mut self, device: Device) -> Self {
         self.device = device;
@@ -171,7 +171,7 @@ impl EngineBuilder {
     }
 
     /// Loads the model (if given a directory) and builds the engine on the CPU. A
-    /// missing or broken checkpoint, a CUDA device (see [`EngineBuilder::build_cuda`]
+    /// missing or broken checkpoint, a CUDA device (see `EngineBuilder::build_cuda`
     /// and [`EngineBuilder::spawn`]), or a configuration that cannot work (speculation
     /// without an MTP head, a budget below one page) is a typed error.
     pub fn build(self) -> Result<Engine> {
@@ -201,6 +201,12 @@ impl EngineBuilder {
     /// CPU-only mode (W4A8, W4A4 emulation) is a typed error naming the layer. Speculation
     /// stays off unless set: [`SpecConfig::fastest_on_cpu`] was measured on CPUs. No
     /// driver, no such device or no NVRTC is a typed error.
+    ///
+    /// The cache's device pools are allocated up front, so unless the cache
+    /// configuration has its own sequence limit it gets the engine's `max_sequences`:
+    /// the state slots then take that many sequences' worth of the budget and the pages
+    /// the rest, instead of each pool reserving the whole budget. [`Engine::submit`]
+    /// past the limit is then a typed error (the handle queues instead).
     #[cfg(feature = "cuda")]
     pub fn build_cuda(self) -> Result<Engine<edge_model::cuda::CudaBackend>> {
         use edge_model::cuda::CudaBackend;
@@ -217,10 +223,14 @@ impl EngineBuilder {
             Speculation::Given(s) => s,
             Speculation::Fastest => None,
         };
-        let config = EngineConfig {
+        let mut config = EngineConfig {
             speculation,
             ..self.config
         };
+        config
+            .cache
+            .max_sequences
+            .get_or_insert(config.max_sequences);
         Engine::with_backend(model, backend, config)
     }
 

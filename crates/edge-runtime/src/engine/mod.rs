@@ -62,7 +62,9 @@ pub struct EngineConfig {
     /// Requests decoding or prefilling at once (more wait in [`handle::EngineHandle`]'s
     /// queue).
     pub max_sequences: usize,
-    /// The paged cache: page size, KV dtype, byte budget, prefix reuse on or off.
+    /// The paged cache: page size, KV dtype, byte budget, prefix reuse on or off, and
+    /// its own sequence limit (`EngineBuilder::build_cuda` sets it to
+    /// `max_sequences`).
     pub cache: CacheConfig,
     /// Tokens per prefill pass (passes are cut at its multiples).
     pub prefill_chunk: usize,

@@ -169,9 +169,11 @@ impl Backend for CudaBackend {
     type Embedding = CudaEmbedding;
     type Memory = CudaCacheMemory;
 
-    /// Pools preallocated from `config.budget_bytes` ([`PoolCapacity::for_budget`]).
+    /// Pools preallocated from the configuration ([`PoolCapacity::for_config`]: with a
+    /// sequence limit, slots for those sequences and pages for the rest of the budget;
+    /// without, each pool sized for the whole budget).
     fn cache_memory(&mut self, spec: &CacheSpec, config: &CacheConfig) -> Result<CudaCacheMemory> {
-        let capacity = PoolCapacity::for_budget(spec, config.budget_bytes);
+        let capacity = PoolCapacity::for_config(spec, config);
         CudaCacheMemory::new(&self.dev, spec, capacity)
     }
 
