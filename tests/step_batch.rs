@@ -145,13 +145,11 @@ fn greedy_and_top_rows_reduce_their_logits() {
     );
     assert_eq!(reduced.top.len(), 3);
     for (got, r) in reduced.top.iter().zip(3..6) {
-        let want = edge_model::top_log_probs(row(r), 4);
-        assert_eq!(got.len(), 4);
-        for (g, w) in got.iter().zip(&want) {
-            assert!(
-                g.0 == w.0 && close(g.1, w.1),
-                "row {r}: {got:?} against {want:?}"
-            );
+        let want = edge_model::TopLogits::of(row(r), 4);
+        assert_eq!(got.ids, want.ids, "row {r}");
+        assert!(close(got.log_sum_exp, want.log_sum_exp), "row {r}");
+        for (g, w) in got.log_probs().zip(want.log_probs()) {
+            assert!(close(g.1, w.1), "row {r}: {got:?} against {want:?}");
         }
     }
 }

@@ -324,17 +324,17 @@ pub trait Backend: Sized + Send {
         Ok(host.chunks_exact(vocab.max(1)).map(crate::argmax).collect())
     }
 
-    /// The `k` most likely tokens of each `vocab`-wide row of `logits` with their
-    /// log-probabilities, best first ([`crate::top_log_probs`]), on the host. The
-    /// default downloads the rows; a device backend reduces them where they are.
-    fn top_log_probs_rows(
+    /// The `k` most likely tokens of each `vocab`-wide row of `logits`
+    /// ([`crate::TopLogits::of`]), on the host. The default downloads the rows; a device
+    /// backend reduces them where they are.
+    fn top_logits_rows(
         &mut self,
         logits: &Self::Buf,
         vocab: usize,
         k: usize,
-    ) -> Result<Vec<crate::TopTokens>> {
+    ) -> Result<Vec<crate::TopLogits>> {
         let host = self.download(logits)?;
-        Ok(crate::logits::top_log_probs_per_row(&host, vocab, k))
+        Ok(crate::logits::top_logits_per_row(&host, vocab, k))
     }
 
     /// Causal attention of each row's queries over its sequence's cached rows

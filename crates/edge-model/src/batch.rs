@@ -51,8 +51,9 @@ pub enum LogitRows {
     /// Every row, each reduced to its greedy token (speculative verification under
     /// greedy decoding).
     GreedyAll,
-    /// Only the last row, reduced to its `k` most likely tokens with their
-    /// log-probabilities ([`crate::top_log_probs`]; [`crate::StepOutput::top`]).
+    /// Only the last row, reduced to its `k` most likely tokens with their logits and
+    /// the row's normaliser ([`crate::TopLogits`]; [`crate::StepOutput::top`]):
+    /// sampling with a `top_k` of at most `k`.
     Top(usize),
     /// Every row, each reduced to its `k` most likely tokens (drafting a token tree).
     TopAll(usize),

@@ -44,7 +44,7 @@ pub use config::{LayerType, Qwen35Config};
 pub use cpu::{Cpu, Scratch, ScratchBuf};
 pub use error::{ModelError, Result};
 pub use gdn_rows::GdnRows;
-pub use logits::{TopTokens, argmax, log_sum_exp, top_log_probs};
+pub use logits::{TopLogits, argmax, log_sum_exp, top_log_probs};
 pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput};
 pub use mtp::MtpHead;
 pub use session::Session;

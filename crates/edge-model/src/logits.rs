@@ -23,38 +23,64 @@ pub fn log_sum_exp(logits: &[f32]) -> f32 {
     sum.ln() + max
 }
 
-/// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
-/// most likely first (ties: the lower token id first, as argmax; NaN never). One pass
-/// keeps the best `k` in a small sorted buffer (k is a handful); the normaliser is
-/// [`log_sum_exp`].
-pub fn top_log_probs(logits: &[f32], k: usize) -> TopTokens {
-    let k = k.min(logits.len());
-    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() {
-            continue;
-        }
-        // Strictly better than the current k-th: equal logits keep the earlier,
-        // lower id ahead.
-        if best.len() == k && !(k > 0 && l > best[k - 1].1) {
-            continue;
-        }
-        let at = best.partition_point(|&(_, b)| b >= l);
-        best.insert(at, (i as u32, l));
-        best.truncate(k);
-    }
-    let log_sum = log_sum_exp(logits);
-    best.into_iter().map(|(t, l)| (t, l - log_sum)).collect()
+/// A row of logits reduced to its most likely tokens: their ids and logits, most likely
+/// first (ties: the lower id first, as [`argmax`]; NaN never), and the whole row's
+/// [`log_sum_exp`]. What a pass returns for [`crate::LogitRows::Top`] rows: enough to
+/// sample with a `top_k` of at most its length and to score drafts, without the row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopLogits {
+    /// Token ids, most likely first.
+    pub ids: Vec<u32>,
+    /// Their logits.
+    pub logits: Vec<f32>,
+    /// `ln Σ eˣ` over the whole row (the log-softmax normaliser).
+    pub log_sum_exp: f32,
 }
 
-/// A row's most likely tokens with their log-probabilities, most likely first
-/// ([`top_log_probs`]).
-pub type TopTokens = Vec<(u32, f32)>;
+impl TopLogits {
+    /// The `k` largest entries of `row` (fewer when it has fewer non-NaN ones). One
+    /// pass keeps the best `k` in a small sorted buffer (k is a handful).
+    pub fn of(row: &[f32], k: usize) -> Self {
+        let k = k.min(row.len());
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+        for (i, &l) in row.iter().enumerate() {
+            if l.is_nan() {
+                continue;
+            }
+            // Strictly better than the current k-th: equal logits keep the earlier,
+            // lower id ahead.
+            if best.len() == k && !(k > 0 && l > best[k - 1].1) {
+                continue;
+            }
+            let at = best.partition_point(|&(_, b)| b >= l);
+            best.insert(at, (i as u32, l));
+            best.truncate(k);
+        }
+        let (ids, logits) = best.into_iter().unzip();
+        TopLogits {
+            ids,
+            logits,
+            log_sum_exp: log_sum_exp(row),
+        }
+    }
 
-/// [`top_log_probs`] of each `vocab`-wide row of `logits`.
-pub(crate) fn top_log_probs_per_row(logits: &[f32], vocab: usize, k: usize) -> Vec<TopTokens> {
+    /// `(token, log-probability)` pairs, most likely first.
+    pub fn log_probs(&self) -> impl Iterator<Item = (u32, f32)> + '_ {
+        (self.ids.iter().zip(&self.logits)).map(|(&t, &l)| (t, l - self.log_sum_exp))
+    }
+}
+
+/// The `k` largest entries of `log_softmax(logits)` as `(token, log-probability)`,
+/// most likely first (ties: the lower token id first, as argmax; NaN never):
+/// [`TopLogits::of`]'s, as log-probabilities.
+pub fn top_log_probs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
+    TopLogits::of(logits, k).log_probs().collect()
+}
+
+/// [`TopLogits::of`] each `vocab`-wide row of `logits`.
+pub(crate) fn top_logits_per_row(logits: &[f32], vocab: usize, k: usize) -> Vec<TopLogits> {
     (logits.chunks_exact(vocab.max(1)))
-        .map(|row| top_log_probs(row, k))
+        .map(|row| TopLogits::of(row, k))
         .collect()
 }
 

@@ -78,7 +78,7 @@ impl<B: Backend> DecoderLayer<B> {
 }
 
 /// A pass's logits rows, greedy tokens and top tokens ([`StepOutput`]'s).
-type Outputs = (Vec<f32>, Vec<u32>, Vec<crate::TopTokens>);
+type Outputs = (Vec<f32>, Vec<u32>, Vec<crate::TopLogits>);
 
 /// What a forward pass returns.
 #[derive(Debug)]
@@ -88,9 +88,9 @@ pub struct StepOutput<B: Backend = Cpu> {
     /// The greedy token of each of the batch's greedy rows ([`LogitRows::Greedy`]), in
     /// their order.
     pub greedy: Vec<u32>,
-    /// The most likely tokens with their log-probabilities, best first, of each of the
-    /// batch's top rows ([`LogitRows::Top`]), in their order.
-    pub top: Vec<crate::TopTokens>,
+    /// The most likely tokens of each of the batch's top rows ([`LogitRows::Top`]), in
+    /// their order.
+    pub top: Vec<crate::TopLogits>,
     /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
     /// input), on the device.
     pub hidden: B::Buf,
@@ -284,10 +284,11 @@ impl<B: Backend> Qwen35Model<B> {
         let (rows, ks): (Vec<usize>, Vec<usize>) = batch.top_rows().iter().copied().unzip();
         let most = ks.iter().copied().max().unwrap_or(0);
         let mut top = self.reduced(be, hidden, &rows, |be, l| {
-            be.top_log_probs_rows(l, vocab, most)
+            be.top_logits_rows(l, vocab, most)
         })?;
         for (row, &k) in top.iter_mut().zip(&ks) {
-            row.truncate(k);
+            row.ids.truncate(k);
+            row.logits.truncate(k);
         }
         Ok((logits, greedy, top))
     }

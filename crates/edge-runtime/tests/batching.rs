@@ -127,6 +127,38 @@ fn greedy_rows_and_logit_rows_choose_the_same_tokens() {
     }
 }
 
+/// A sampled request limited by `top_k` gets its token from the pass's top rows (the
+/// `top_k` most likely tokens) and draws what the full rows give it, seed for seed.
+#[test]
+fn top_rows_sample_what_full_rows_sample() {
+    let model = model();
+    let sampled = |r: &GenerateRequest, seed: u64, logprobs: Option<usize>| GenerateRequest {
+        sampling: edge_spec::SamplingParams {
+            temperature: 0.9,
+            top_k: 20,
+            top_p: 0.95,
+            seed,
+            ..Default::default()
+        },
+        logprobs,
+        ..r.clone()
+    };
+    let reqs = requests();
+    let want: Vec<Vec<u32>> = (reqs.iter().enumerate())
+        .map(|(i, r)| {
+            let full = sampled(r, i as u64, Some(1));
+            engine(&model, 1, None).generate(&full).unwrap().tokens
+        })
+        .collect();
+    let reduced: Vec<GenerateRequest> = (reqs.iter().enumerate())
+        .map(|(i, r)| sampled(r, i as u64, None))
+        .collect();
+    let outs = together(&mut engine(&model, 4, None), &reduced);
+    for (i, (o, want)) in outs.iter().zip(&want).enumerate() {
+        assert_eq!(&o.tokens, want, "request {i}");
+    }
+}
+
 #[test]
 fn cancelling_ends_a_request_and_frees_its_pages() {
     let model = model();

@@ -10,6 +10,8 @@
 //! its parent, so the best-scoring set is closed under ancestors (ties go to the
 //! shallower, earlier candidate).
 
+use edge_model::TopLogits;
+
 /// A drafted candidate.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Candidate {
@@ -44,15 +46,14 @@ impl DraftPool {
         }
     }
 
-    /// Adds the head's most likely tokens after candidate `parent` (`top`: tokens and
-    /// log-probabilities, best first, as [`edge_model::top_log_probs`] gives them; the
-    /// first `top_k` are taken) as its children.
-    pub fn add_children(&mut self, parent: usize, top: &[(u32, f32)]) {
+    /// Adds the head's most likely tokens after candidate `parent` (the first `top_k`
+    /// of `top`, scored by their log-probabilities) as its children.
+    pub fn add_children(&mut self, parent: usize, top: &TopLogits) {
         let (depth, base) = {
             let p = &self.candidates[parent];
             (p.depth + 1, p.score)
         };
-        for &(token, logp) in top.iter().take(self.top_k) {
+        for (token, logp) in top.log_probs().take(self.top_k) {
             self.candidates.push(Candidate {
                 token,
                 parent: Some(parent),
@@ -118,11 +119,9 @@ impl DraftPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edge_model::top_log_probs;
-
     /// The children `logits` give candidate `parent`.
     fn add(pool: &mut DraftPool, parent: usize, logits: &[f32]) {
-        let top = top_log_probs(logits, pool.top_k);
+        let top = TopLogits::of(logits, pool.top_k);
         pool.add_children(parent, &top);
     }
 

@@ -18,7 +18,7 @@ use crate::draft::DraftPool;
 use crate::sampling::Sampler;
 use crate::{Result, SpecError};
 use edge_kvcache::{PagedCache, SeqId, SequenceCache};
-use edge_model::{AcceptedPath, Backend, LogitRows, Qwen35Model, StepBatch, TopTokens, TreeLayout};
+use edge_model::{AcceptedPath, Backend, LogitRows, Qwen35Model, StepBatch, TopLogits, TreeLayout};
 use std::time::Instant;
 
 /// Rows the head still has to run before the next draft: target hidden states paired
@@ -262,7 +262,7 @@ impl<B: Backend> Speculator<B> {
         cache: &mut PagedCache<B::Memory>,
         seq: SeqId,
         top_k: usize,
-    ) -> Result<(TopTokens, B::Buf)> {
+    ) -> Result<(TopLogits, B::Buf)> {
         let p = self
             .pending
             .take()

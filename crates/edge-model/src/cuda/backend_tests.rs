@@ -93,14 +93,10 @@ fn the_model_matches_the_cpu_over_a_prompt_decode_steps_and_the_mtp_head() {
         "greedy row"
     );
     let c = gpu_s.forward(&[7], LogitRows::Top(5)).unwrap();
-    let want = crate::top_log_probs(&a.logits[256..], 5);
+    let want = crate::TopLogits::of(&a.logits[256..], 5);
     let got = &c.top[0];
-    assert_eq!(
-        got.iter().map(|t| t.0).collect::<Vec<_>>(),
-        want.iter().map(|t| t.0).collect::<Vec<_>>(),
-        "top tokens"
-    );
-    for (g, w) in got.iter().zip(&want) {
+    assert_eq!(got.ids, want.ids, "top tokens");
+    for (g, w) in got.log_probs().zip(want.log_probs()) {
         assert!((g.1 - w.1).abs() < 2e-3, "log p {} against {}", g.1, w.1);
     }
 }

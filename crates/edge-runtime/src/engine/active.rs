@@ -6,7 +6,7 @@ use super::request::{GenerateOutput, GenerateRequest, StopReason};
 use crate::RuntimeError;
 use crate::sampling::Sampler;
 use edge_kvcache::SeqId;
-use edge_model::Backend;
+use edge_model::{Backend, LogitRows};
 use edge_spec::Speculator;
 use edge_spec::sampling::TokenLogprob;
 use std::time::Instant;
@@ -99,15 +99,22 @@ impl<B: Backend> Active<B> {
         }
     }
 
-    /// Whether its next token needs no more than the greedy choice of its logits row
-    /// (temperature 0, no penalties, no logprobs, no recorded logits): the forward
-    /// pass can then return the token ([`edge_model::LogitRows::Greedy`]) instead of
-    /// the row.
-    pub fn greedy_token_suffices(&self) -> bool {
-        self.sampler.is_greedy()
-            && !self.sampler.params().has_penalties()
-            && self.req.logprobs.is_none()
-            && self.out.logits.is_none()
+    /// What of its next logits row its next token needs, so the forward pass can
+    /// return that instead of the row: the greedy choice (temperature 0, no penalties)
+    /// or the `top_k` most likely tokens (sampling limited by `top_k`, no penalties),
+    /// unless the request keeps the rows or their log-probabilities.
+    pub fn row_needed(&self) -> LogitRows {
+        let keeps_rows = self.req.logprobs.is_some() || self.out.logits.is_some();
+        let penalties = self.sampler.params().has_penalties();
+        if keeps_rows || penalties {
+            LogitRows::Last
+        } else if self.sampler.is_greedy() {
+            LogitRows::Greedy
+        } else if self.sampler.top_tokens_suffice() {
+            LogitRows::Top(self.sampler.params().top_k)
+        } else {
+            LogitRows::Last
+        }
     }
 
     /// Records a chosen token (with the logits row it came from) and decides whether

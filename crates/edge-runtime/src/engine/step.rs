@@ -6,26 +6,28 @@ use super::Engine;
 use super::active::Phase;
 use crate::{Result, RuntimeError};
 use edge_kvcache::{SequenceCache, SnapshotData};
-use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch};
+use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch, TopLogits};
 use edge_spec::Speculator;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// What a batch row range does for its request.
 enum Role {
-    /// One decode row; `true` when the pass returns its greedy token instead of its
-    /// logits.
-    Decode(bool),
+    /// One decode row, and what the pass returns for it (its logits, its greedy
+    /// token or its top tokens).
+    Decode(LogitRows),
     /// A prefill pass `from..to`, with a snapshot at `to` when set.
     Prefill(usize, usize, bool),
 }
 
-/// What the pass returned for a decode row.
+/// What the pass returned for a decode row (`None`: the pass returned too few).
 enum DecodeRow<'a> {
     /// Its logits.
     Logits(&'a [f32]),
-    /// Its greedy token (`None` if the pass returned too few).
+    /// Its greedy token.
     Greedy(Option<u32>),
+    /// Its most likely tokens.
+    Top(Option<&'a TopLogits>),
 }
 
 impl<B: Backend> Engine<B> {
@@ -74,13 +76,9 @@ impl<B: Backend> Engine<B> {
                 let token = *token;
                 match self.cache.sequence(a.seq) {
                     Ok(view) => {
-                        let greedy = a.greedy_token_suffices();
-                        let rows = match greedy {
-                            true => LogitRows::Greedy,
-                            false => LogitRows::Last,
-                        };
+                        let rows = a.row_needed();
                         batch.push(a.seq, &[token], view.len, rows);
-                        roles.push((i, Role::Decode(greedy)));
+                        roles.push((i, Role::Decode(rows)));
                     }
                     // A sequence the cache no longer knows cannot go on; it ends here
                     // instead of waiting forever.
@@ -117,9 +115,9 @@ impl<B: Backend> Engine<B> {
                     false => None,
                 };
                 self.backend.free(out.hidden);
-                Ok((out.logits, out.greedy, hidden.transpose()?))
+                Ok((out.logits, out.greedy, out.top, hidden.transpose()?))
             });
-        let (logits, greedy, hidden) = match ran {
+        let (logits, greedy, top, hidden) = match ran {
             Ok(ran) => ran,
             Err(e) => {
                 for (i, _) in roles {
@@ -131,18 +129,22 @@ impl<B: Backend> Engine<B> {
         };
         let vocab = model.config().vocab_size;
         let (mut logit_row, mut batch_row) = (0, 0);
-        let mut greedy = greedy.into_iter();
+        let (mut greedy, mut top) = (greedy.into_iter(), top.iter());
         for (i, role) in roles {
             match role {
-                Role::Decode(false) => {
+                Role::Decode(LogitRows::Greedy) => {
+                    batch_row += 1;
+                    self.decoded(model, i, DecodeRow::Greedy(greedy.next()));
+                }
+                Role::Decode(LogitRows::Top(_)) => {
+                    batch_row += 1;
+                    self.decoded(model, i, DecodeRow::Top(top.next()));
+                }
+                Role::Decode(_) => {
                     let row = &logits[logit_row * vocab..][..vocab];
                     logit_row += 1;
                     batch_row += 1;
                     self.decoded(model, i, DecodeRow::Logits(row));
-                }
-                Role::Decode(true) => {
-                    batch_row += 1;
-                    self.decoded(model, i, DecodeRow::Greedy(greedy.next()));
                 }
                 Role::Prefill(from, to, snapshot) => {
                     let last = to == self.active[i].req.prompt.len();
@@ -167,15 +169,16 @@ impl<B: Backend> Engine<B> {
         let ctx = model.config().max_position_embeddings;
         let position = self.cache.sequence(self.active[i].seq).map(|v| v.len);
         let a = &mut self.active[i];
+        let missing = || {
+            RuntimeError::InvalidRequest("the forward pass returned too few reduced rows".into())
+        };
         let (chosen, logits) = match row {
             DecodeRow::Logits(l) => (a.sampler.sample(l).map_err(RuntimeError::from), Some(l)),
-            DecodeRow::Greedy(Some(token)) => (Ok(token), None),
-            DecodeRow::Greedy(None) => (
-                Err(RuntimeError::InvalidRequest(
-                    "the forward pass returned no greedy token for this row".into(),
-                )),
-                None,
-            ),
+            DecodeRow::Greedy(token) => (token.ok_or_else(missing), None),
+            DecodeRow::Top(top) => {
+                let token = top.ok_or_else(missing);
+                (token.and_then(|t| Ok(a.sampler.sample_top(t)?)), None)
+            }
         };
         let token = match (chosen, position) {
             (Ok(t), Ok(p)) => (t, p),

@@ -151,3 +151,51 @@ fn penalties_and_bad_candidates() {
         "greedy on a NaN row picks 0, as argmax does"
     );
 }
+
+proptest! {
+    /// Sampling from a row's `top_k` most likely tokens (what a pass returns for
+    /// `LogitRows::Top`) draws what sampling from the full row draws, with the same
+    /// randomness.
+    #[test]
+    fn sampling_from_the_top_tokens_draws_as_the_full_row(
+        raw in prop::collection::vec(-8i32..8, 20..300),
+        temperature in prop::sample::select(vec![0.0f32, 0.3, 1.0, 1.7]),
+        top_k in prop::sample::select(vec![1usize, 5, 40, 400]),
+        top_p in prop::sample::select(vec![0.2f32, 0.6, 0.95, 1.0]),
+        min_p in prop::sample::select(vec![0.0f32, 0.05, 0.3]),
+        seed in 0u64..1000,
+    ) {
+        let logits: Vec<f32> = raw.iter().map(|&v| v as f32 * 0.75).collect();
+        let p = SamplingParams { seed, ..params(temperature, top_k, top_p, min_p) };
+        let (mut full, mut top) = (Sampler::new(p).unwrap(), Sampler::new(p).unwrap());
+        prop_assert!(top.top_tokens_suffice());
+        let row = TopLogits::of(&logits, top_k);
+        for _ in 0..4 {
+            prop_assert_eq!(full.sample(&logits).unwrap(), top.sample_top(&row).unwrap());
+        }
+        prop_assert_eq!(full.uniform(), top.uniform());
+    }
+}
+
+/// Without `top_k`, or with a penalty, the top tokens do not determine a sampled
+/// draw: a typed error.
+#[test]
+fn sampling_from_the_top_tokens_needs_top_k_and_no_penalty() {
+    let row = TopLogits::of(&[0.0, 1.0, 2.0], 2);
+    let mut open = Sampler::new(params(0.8, 0, 1.0, 0.0)).unwrap();
+    assert!(!open.top_tokens_suffice());
+    assert!(open.sample_top(&row).is_err());
+    let penalised = SamplingParams {
+        repetition_penalty: 1.2,
+        ..params(0.8, 2, 1.0, 0.0)
+    };
+    assert!(Sampler::new(penalised).unwrap().sample_top(&row).is_err());
+    // Greedy needs neither: the first candidate.
+    assert_eq!(
+        Sampler::new(params(0.0, 0, 1.0, 0.0))
+            .unwrap()
+            .sample_top(&row)
+            .unwrap(),
+        2
+    );
+}

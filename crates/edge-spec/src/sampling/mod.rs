@@ -7,7 +7,7 @@
 //! `edge_runtime::sampling` re-exports it.
 
 use crate::{Result, SpecError};
-use edge_model::argmax;
+use edge_model::{TopLogits, argmax};
 
 #[cfg(test)]
 mod candidates_tests;
@@ -364,6 +364,44 @@ impl Sampler {
     /// [`Sampler::distribution`] with one [`Sampler::uniform`] (none when greedy).
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
         let dist = self.distribution(logits)?;
+        self.draw(&dist)
+    }
+
+    /// Whether [`Sampler::sample_top`] can choose from a row's `top_k` most likely
+    /// tokens alone: `top_k` limits the draw and no penalty changes the logits.
+    pub fn top_tokens_suffice(&self) -> bool {
+        self.params.top_k > 0 && !self.params.has_penalties()
+    }
+
+    /// Chooses a token from a row's most likely tokens alone (at least `top_k` of them,
+    /// or all the row's, as a pass returns them for [`edge_model::LogitRows::Top`]): the
+    /// same distribution [`Sampler::sample`] draws from the full row, with the same one
+    /// uniform. Errors where they do not determine it
+    /// ([`Sampler::top_tokens_suffice`] is false).
+    pub fn sample_top(&mut self, top: &TopLogits) -> Result<u32> {
+        if !self.is_greedy() && !self.top_tokens_suffice() {
+            return Err(SpecError::InvalidRequest(
+                "sampling needs the full row without top_k or with penalties".into(),
+            ));
+        }
+        let candidates = Candidates {
+            ids: &top.ids,
+            logits: &top.logits,
+            // Fewer than asked: the row has no other non-NaN logit.
+            complete: top.ids.len() < self.params.top_k,
+            // Read only without top_k, which the check above rules out.
+            sum: f32::NAN,
+        };
+        let dist = self
+            .distribution_from_candidates(&candidates)?
+            .ok_or_else(|| {
+                SpecError::InvalidRequest("the top tokens do not determine the distribution".into())
+            })?;
+        self.draw(&dist)
+    }
+
+    /// One draw from `dist` (no randomness when greedy).
+    fn draw(&mut self, dist: &Distribution) -> Result<u32> {
         let u = if self.is_greedy() {
             0.0
         } else {

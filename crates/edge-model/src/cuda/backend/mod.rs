@@ -223,28 +223,30 @@ impl Backend for CudaBackend {
     }
 
     /// The top-k kernel at temperature 1 on the device: only `k` candidates and the
-    /// softmax statistics of each row come back (log p = logit − max − ln Σ e^{l − max}).
-    fn top_log_probs_rows(
+    /// softmax statistics of each row come back (log Σ eˡ = max + ln Σ e^{l − max}).
+    fn top_logits_rows(
         &mut self,
         logits: &DeviceBuf,
         vocab: usize,
         k: usize,
-    ) -> Result<Vec<crate::TopTokens>> {
+    ) -> Result<Vec<crate::TopLogits>> {
         let Some(l) = logits.slice() else {
             return Ok(Vec::new());
         };
         if k == 0 || k > super::MAX_TOP_K {
             // Nothing to reduce, or more than the kernel keeps: the host's way.
             let host = self.download(logits)?;
-            return Ok(crate::logits::top_log_probs_per_row(&host, vocab, k));
+            return Ok(crate::logits::top_logits_per_row(&host, vocab, k));
         }
         let top = super::top_k(&self.dev, l, vocab, k, 1.0)?;
         Ok((0..top.counts.len())
             .map(|r| {
-                let log_sum = top.max[r] + top.sum[r].ln();
-                (0..top.counts[r] as usize)
-                    .map(|j| (top.ids[r * k + j], top.values[r * k + j] - log_sum))
-                    .collect()
+                let n = top.counts[r] as usize;
+                crate::TopLogits {
+                    ids: top.ids[r * k..][..n].to_vec(),
+                    logits: top.values[r * k..][..n].to_vec(),
+                    log_sum_exp: top.max[r] + top.sum[r].ln(),
+                }
             })
             .collect())
     }
