@@ -85,10 +85,10 @@ type Outputs = (Vec<f32>, Vec<u32>, Vec<crate::TopLogits>);
 pub struct StepOutput<B: Backend = Cpu> {
     /// `[rows, vocab]` logits of the batch's logit rows, in their order.
     pub logits: Vec<f32>,
-    /// The greedy token of each of the batch's greedy rows ([`LogitRows::Greedy`]), in
+    /// The greedy token of each of the batch's greedy rows ([`crate::LogitRows::Greedy`]), in
     /// their order.
     pub greedy: Vec<u32>,
-    /// The most likely tokens of each of the batch's top rows ([`LogitRows::Top`]), in
+    /// The most likely tokens of each of the batch's top rows ([`crate::LogitRows::Top`]), in
     /// their order.
     pub top: Vec<crate::TopLogits>,
     /// `[tokens, hidden]` final-normed hidden states of every row (the MTP head's
