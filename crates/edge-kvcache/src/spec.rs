@@ -176,7 +176,7 @@ impl PoolCapacity {
     }
 
     /// Pools for a cache configured as `config`: with
-    /// [`CacheConfig::max_sequences`], that many slots and as many pages as the rest of
+    /// [`crate::CacheConfig::max_sequences`], that many slots and as many pages as the rest of
     /// the budget holds (at least one of each), so the pools together take the budget;
     /// without, [`PoolCapacity::for_budget`].
     pub fn for_config(spec: &CacheSpec, config: &crate::CacheConfig) -> Self {
