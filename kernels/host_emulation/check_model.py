@@ -453,6 +453,21 @@ def check_attn_rows(lib, rng):
             keys, values = rng.standard_normal(shape).astype(F32), rng.standard_normal(shape).astype(F32)
             kd, vd = keys.astype(np.float64), values.astype(np.float64)
         heads = kv_heads * group
+        # Cache rows no query row sees (stale data, a tree's unused slots) hold NaN: both
+        # kernels must leave them out rather than weigh them by 0.
+        seen_slots = set()
+        for s in range(rows):
+            for r in list(range(lens[s])) + [int(lens[s]) + o for o in range(64) if (int(masks[s]) >> o) & 1]:
+                seen_slots.add((int(table[span_of[s]][r // block]), r % block))
+        nan_bits = {0: 0x7F, 1: 0x7FC0}.get(kv)
+        for page in range(pool):
+            for r in range(block):
+                if (page, r) not in seen_slots:
+                    for arr in (keys, values):
+                        if nan_bits is None:
+                            arr[page, :, r] = np.nan
+                        else:
+                            arr[page, :, r] = nan_bits
         q = (rng.standard_normal((rows, heads, dim)) * 2).astype(F32)
         scale = 1 / np.sqrt(dim)
         want = np.zeros((rows, heads, dim))
@@ -485,8 +500,8 @@ def check_attn_rows(lib, rng):
                      ptr(out), rows, kv_heads, group, dim, block, max_pages, split_rows, splits)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 1e-5, f"tile attention kv={kv} {kv_heads}x{group}x{dim} block {block}: {err:.2e}"
-    print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence), "
-          "row and tensor-core tile kernels: match")
+    print("model paged attention (decode, prompt and tree rows; FP8/bf16/f32 KV, GQA, split sequence, NaN in "
+          "rows no query sees), row and tensor-core tile kernels: match")
 
 
 def main():

@@ -101,6 +101,9 @@ __device__ __forceinline__ void eq_attn_tile(
     __shared__ __align__(16) eq_u16 ks[EQ_TILE_KV][D + EQ_TILE_PAD];
     __shared__ __align__(16) eq_u16 vt[D][EQ_TILE_KV + EQ_TILE_PAD];
     __shared__ eq_u32 tile_end;
+    __shared__ eq_u32 tile_lens[EQ_TILE_PAIRS];  // the tile's rows (at most 64: group ≥ 1)
+    __shared__ eq_u64 tile_masks[EQ_TILE_PAIRS];
+    __shared__ bool chunk_seen[EQ_TILE_KV];  // whether any row of the tile sees it
 
     const eq_u32 kv = blockIdx.x;
     const eq_u32 first = tile_first[blockIdx.y];
@@ -115,6 +118,10 @@ __device__ __forceinline__ void eq_attn_tile(
     const eq_u32 pairs = count * group;
     const eq_u32* pages = table + (eq_u64)span_of[first] * max_pages;
 
+    for (eq_u32 i = threadIdx.x; i < count; i += blockDim.x) {
+        tile_lens[i] = lens[first + i];
+        tile_masks[i] = masks[first + i];
+    }
     if (threadIdx.x == 0u) {
         eq_u32 end = 0u;
         for (eq_u32 i = first; i < first + count; ++i) {
@@ -158,12 +165,23 @@ __device__ __forceinline__ void eq_attn_tile(
 
     for (eq_u32 c0 = r0; c0 < r1; c0 += EQ_TILE_KV) {
         __syncthreads();  // the previous chunk is no longer read
+        // Rows no row of the tile sees (a tree's unused slots, stale data) are not read:
+        // their weight is 0, but 0 · NaN would not be.
+        if (threadIdx.x < (eq_u32)EQ_TILE_KV) {
+            const eq_u32 r = c0 + threadIdx.x;
+            bool any = false;
+            for (eq_u32 i = 0; i < count && r < r1 && !any; ++i) {
+                any = eq_tile_sees(EqTileRow{tile_lens[i], tile_masks[i], true}, r);
+            }
+            chunk_seen[threadIdx.x] = any;
+        }
+        __syncthreads();
         for (eq_u32 idx = threadIdx.x; idx < EQ_TILE_KV * D; idx += EQ_TILE_THREADS) {
             const eq_u32 rr = idx / D;
             const eq_u32 d = idx % D;
             const eq_u32 r = c0 + rr;
             eq_u16 kb = 0, vb = 0;
-            if (r < r1) {
+            if (chunk_seen[rr]) {
                 const eq_u64 at =
                     (((eq_u64)pages[r / block] * kv_heads + kv) * block + r % block) * D + d;
                 kb = eq_tile_bits(keys + at);

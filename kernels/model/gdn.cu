@@ -321,8 +321,10 @@ __device__ __forceinline__ float eq_gdn_flush(float x) {
 extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
     eq_gdn_chunked_f32(EQ_GDN_RECURRENCE_PARAMS) {
     constexpr int C = EQ_GDN_CHUNK;
-    __shared__ float kc[C][EQ_GDN_CHUNK_MAX_DIM];
-    __shared__ float qc[C][EQ_GDN_CHUNK_MAX_DIM];
+    // Rows padded by one float: the k·k and q·k products read kc[sc][i] with sc = lane,
+    // which would otherwise hit one bank from every lane.
+    __shared__ float kc[C][EQ_GDN_CHUNK_MAX_DIM + 1];
+    __shared__ float qc[C][EQ_GDN_CHUNK_MAX_DIM + 1];
     __shared__ float tm[C][C + 1];  // T, then T·diag(β), then T·diag(β e^γ)
     __shared__ float qk[C][C + 1];  // (Q Kᵀ) ⊙ D
     __shared__ float gam[C];
@@ -382,12 +384,13 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
         }
 
         // The strict lower part of −β_r k_r·k_s D[r, s] into tm; (q_r·k_s) D[r, s] for
-        // s ≤ r into qk; zeros elsewhere.
+        // s ≤ r into qk; zeros elsewhere (and in the padding rows r ≥ m, which are zero
+        // whatever they hold: a decode row computes one entry, not 32²).
         for (eq_u32 idx = threadIdx.x; idx < C * C; idx += blockDim.x) {
             const eq_u32 r = idx / C;
             const eq_u32 sc = idx % C;
             float kk = 0.0f, qkv = 0.0f;
-            if (sc <= r) {
+            if (sc <= r && r < m) {
                 for (eq_u32 i = 0; i < dk; ++i) {
                     kk = fmaf(kc[r][i], kc[sc][i], kk);
                     qkv = fmaf(qc[r][i], kc[sc][i], qkv);
@@ -400,8 +403,8 @@ extern "C" __global__ void __launch_bounds__(EQ_GDN_THREADS, 1)
             qk[r][sc] = qkv;
         }
         // Forward substitution: row i of T becomes row + row · T[:i, :i] (rows before i
-        // are final).
-        for (eq_u32 i = 1; i < (eq_u32)C; ++i) {
+        // are final; the padding rows stay zero, and m is the same for the whole block).
+        for (eq_u32 i = 1; i < m; ++i) {
             __syncthreads();
             if (threadIdx.x < i) {
                 row[threadIdx.x] = tm[i][threadIdx.x];

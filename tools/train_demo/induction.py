@@ -68,18 +68,29 @@ def _span(gen, n, low, high, sep):
     return ids, w
 
 
-def induction_batch(gen, batch, pool, vocab, sep):
+def induction_batch(gen, batch, pool, vocab, sep, alphabet=None):
     """`(ids, w)` of `batch` rows of equal length: half recall, half span copies (only
-    recall on the first pool), ids
-    drawn from a random run of `pool` ids of `[0, vocab)`, `sep` (a special token) as
-    the separator."""
+    recall on the first pool), ids drawn from a random run of `pool` ids of
+    `[0, vocab)`, `sep` (a special token) as the separator. With `alphabet` (a 1-D tensor
+    of token ids, e.g. the identifier characters of a byte-level vocabulary, in which
+    every name is spelled) the tokens are drawn from it instead, always (the pool does
+    not widen; the first phase is still recall only)."""
+    first = pool == FIRST_POOL
+    if alphabet is not None:
+        # Positions into the alphabet, mapped to its ids (the separator is -1 meanwhile).
+        ids, w = _mixed(gen, batch, 0, len(alphabet), -1, first)
+        return torch.where(ids < 0, torch.full_like(ids, sep), alphabet[ids.clamp(min=0)]), w
     # The first pool is one fixed run of ids (the probe's setting, in which the circuit
     # formed); the wider pools sit anywhere in the vocabulary.
-    low = FIRST_POOL_START if pool == FIRST_POOL else int(torch.randint(0, vocab - pool + 1, (1,), generator=gen))
-    if pool == FIRST_POOL:  # recall only, exactly the probe's task
-        return _recall(gen, batch, low, low + pool, sep)
-    a = _recall(gen, batch // 2, low, low + pool, sep)
-    b = _span(gen, batch - batch // 2, low, low + pool, sep)
+    low = FIRST_POOL_START if first else int(torch.randint(0, vocab - pool + 1, (1,), generator=gen))
+    return _mixed(gen, batch, low, low + pool, sep, first)
+
+
+def _mixed(gen, batch, low, high, sep, recall_only):
+    if recall_only:  # exactly the probe's task
+        return _recall(gen, batch, low, high, sep)
+    a = _recall(gen, batch // 2, low, high, sep)
+    b = _span(gen, batch - batch // 2, low, high, sep)
     width = max(a[0].shape[1], b[0].shape[1])
 
     def pad(ids, w):
@@ -92,9 +103,9 @@ def induction_batch(gen, batch, pool, vocab, sep):
 
 
 @torch.no_grad()
-def induction_accuracy(model, gen, pool, vocab, sep, batch=32):
+def induction_accuracy(model, gen, pool, vocab, sep, batch=32, alphabet=None):
     """Greedy accuracy of the main head on a fresh batch's trained targets."""
-    ids, w = induction_batch(gen, batch, pool, vocab, sep)
+    ids, w = induction_batch(gen, batch, pool, vocab, sep, alphabet)
     logits = model.lm(input_ids=ids).logits[:, :-1]
     hit = (logits.argmax(-1) == ids[:, 1:]).float()
     mask = w[:, 1:] > 0

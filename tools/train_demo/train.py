@@ -34,6 +34,7 @@ import os
 import random
 import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -243,6 +244,10 @@ def main():
     ap.add_argument("--induction-every", type=int, default=0,
                     help="opt-in: after those, every Nth step is an induction batch (0: none)")
     ap.add_argument("--induction-batch", type=int, default=64, help="rows per induction batch")
+    ap.add_argument("--induction-alphabet", choices=["vocab", "identifiers"], default="vocab",
+                    help="induction ids: runs of the vocabulary (widening after the first phase), or the "
+                         "tokens of the identifier characters [A-Za-z0-9_.] (a byte-level vocabulary spells "
+                         "every name in them; the pool then stays fixed)")
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     ap.add_argument("--init-from", default=None,
@@ -340,6 +345,13 @@ def main():
     induction_gen = torch.Generator().manual_seed(args.seed + 11)
     probe_gen = torch.Generator().manual_seed(args.seed + 13)
     bpe_vocab = min(tok.token_to_id(t) for t in (IM_END, ENDOFTEXT))  # the added tokens come last
+    alphabet = None
+    if args.induction_alphabet == "identifiers":
+        chars = string.ascii_letters + string.digits + "_."
+        found = [tok.token_to_id(c) for c in chars]
+        if None in found:
+            ap.error("--induction-alphabet identifiers needs a token for each of " + chars)
+        alphabet = torch.tensor(found)
     epoch = 0
     first_end = None  # the step the first (recall-only) phase ended
     model.train()
@@ -359,7 +371,7 @@ def main():
         after = None if first_end is None else step - first_end
         if after is None or (args.induction_every and step % args.induction_every == 0):
             pool = pool_size(after, bpe_vocab)
-            ids, w = induction_batch(induction_gen, args.induction_batch, pool, bpe_vocab, eot)
+            ids, w = induction_batch(induction_gen, args.induction_batch, pool, bpe_vocab, eot, alphabet)
         else:
             epoch, ids, w = next(stream)
         obj_main, obj_mtp, a_main, a_mtp = losses(model, ids, w, autocast, loss_gen)
@@ -382,7 +394,8 @@ def main():
         if (step + 1) % args.log_every == 0 or step == args.steps - 1 or stop:
             n = acc["n"]
             el = time.time() - t_train
-            ind = induction_accuracy(model, probe_gen, pool_size(after, bpe_vocab), bpe_vocab, eot)
+            ind = induction_accuracy(model, probe_gen, pool_size(after, bpe_vocab), bpe_vocab, eot,
+                                     alphabet=alphabet)
             if first_end is None and ind >= args.induction_target:
                 first_end = step + 1
                 print(f"recall accuracy {ind:.2f} after {step + 1} steps: corpus batches from here", flush=True)

@@ -16,9 +16,12 @@ use std::sync::OnceLock;
 const THREADS: u32 = 128;
 /// Query heads per KV head the kernel holds (`EQ_ATTN_MAX_GROUP`).
 pub const MAX_GROUP: usize = 8;
-/// Cache rows per CTA of the first pass: long enough that the merge is cheap, short
-/// enough that a few thousand rows of one sequence still spread over the GPU.
+/// The fewest cache rows per CTA of the first pass: long enough that the merge is cheap
+/// (short prefixes are not split further).
 const SPLIT_ROWS: usize = 256;
+/// CTAs the first pass aims for when it splits sequences: several per SM on the
+/// largest GPUs.
+const TARGET_CTAS: usize = 1024;
 /// Query rows one launch takes (the grid's y limit).
 pub const MAX_ROWS: usize = 65_535;
 
@@ -177,19 +180,6 @@ pub(super) fn attention_pass(
     if n == 0 {
         return Ok(());
     }
-    let splits = host.longest().div_ceil(SPLIT_ROWS);
-    let mut part_m = dev.zeros::<f32>(n * heads * splits)?;
-    let mut part_l = dev.zeros::<f32>(n * heads * splits)?;
-    let mut part_acc = dev.zeros::<f32>(n * heads * splits * dim)?;
-    let dims = Dims {
-        kv_heads: dim_u32(OP, "kv heads", kvh)?,
-        group: dim_u32(OP, "group", group)?,
-        block: dim_u32(OP, "block", block)?,
-        max_pages: dim_u32(OP, "max pages", host.max_pages)?,
-        split_rows: SPLIT_ROWS as u32,
-        rows: dim_u32(OP, "rows", n)?,
-        splits: dim_u32(OP, "splits", splits)?,
-    };
     // The tile kernel reads bf16-exact pages only (FP8 codes, bf16): f32 pages take rows.
     let fresh;
     let tiles = if kernel == FirstPassKernel::Rows || matches!(layer.pages, KvPages::F32 { .. }) {
@@ -207,6 +197,19 @@ pub(super) fn attention_pass(
                 rows.tiles.get_or_init(|| planned).as_ref()
             }
         }
+    };
+    let (splits, split_rows) = split(host.longest(), kvh * tiles.map_or(n, |t| t.tiles));
+    let mut part_m = dev.zeros::<f32>(n * heads * splits)?;
+    let mut part_l = dev.zeros::<f32>(n * heads * splits)?;
+    let mut part_acc = dev.zeros::<f32>(n * heads * splits * dim)?;
+    let dims = Dims {
+        kv_heads: dim_u32(OP, "kv heads", kvh)?,
+        group: dim_u32(OP, "group", group)?,
+        block: dim_u32(OP, "block", block)?,
+        max_pages: dim_u32(OP, "max pages", host.max_pages)?,
+        split_rows: dim_u32(OP, "split rows", split_rows)?,
+        rows: dim_u32(OP, "rows", n)?,
+        splits: dim_u32(OP, "splits", splits)?,
     };
     let scale = 1.0 / (dim as f32).sqrt();
     let mut pass = FirstPass {
@@ -252,6 +255,18 @@ pub(super) fn attention_pass(
     // threads.
     unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
+}
+
+/// How to split sequences of up to `longest` rows for a first pass of `blocks` CTAs per
+/// split: `(splits, rows per split)`. Enough splits to give the GPU about [`TARGET_CTAS`] CTAs,
+/// never splits shorter than [`SPLIT_ROWS`]: a decode batch splits its long prefixes
+/// finely, while a prompt chunk, which has CTAs enough in its rows or tiles, keeps few
+/// splits and so few partials (a 512-row chunk at 64K rows split every 256 rows would
+/// need 3 GB of them at the 27B shape).
+pub(super) fn split(longest: usize, blocks: usize) -> (usize, usize) {
+    let most = longest.div_ceil(SPLIT_ROWS).max(1);
+    let splits = TARGET_CTAS.div_ceil(blocks.max(1)).clamp(1, most);
+    (splits, longest.div_ceil(splits).max(1))
 }
 
 /// The u32 launch parameters.

@@ -494,3 +494,27 @@ fn attention_tiles_against_rows_timing() {
         );
     }
 }
+
+/// Decode batches split long prefixes finely; prompt chunks, with CTAs enough in their
+/// tiles, keep few splits (and so few partials); every split covers the prefix.
+#[test]
+fn splits_follow_the_work_in_rows() {
+    use super::attention::split;
+    assert_eq!(
+        split(65_536, 4),
+        (256, 256),
+        "one decode row at 64K: 256-row splits"
+    );
+    assert_eq!(split(65_536, 4 * 64), (4, 16_384), "64 decode rows");
+    assert_eq!(
+        split(65_536, 4 * 52),
+        (5, 13_108),
+        "a 512-row chunk in 52 tiles"
+    );
+    assert_eq!(split(100, 4), (1, 100), "a short prefix stays whole");
+    assert_eq!(split(0, 4), (1, 1));
+    for (longest, blocks) in [(1, 1), (4097, 3), (65_536, 2000), (300, 1)] {
+        let (splits, rows) = split(longest, blocks);
+        assert!(splits * rows >= longest && splits >= 1 && rows >= 1);
+    }
+}
