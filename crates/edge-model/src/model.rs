@@ -274,18 +274,33 @@ impl<B: Backend> Qwen35Model<B> {
     }
 
     /// The batch's logit rows, greedy tokens and top tokens from the `[tokens, hidden]`
-    /// final hidden states.
+    /// final hidden states. Reading `lm_head` is most of the vocabulary projection's
+    /// cost, so it runs once over all output rows, whatever mix of kinds they ask for.
     fn outputs(&self, be: &mut B, hidden: &B::Buf, batch: &StepBatch) -> Result<Outputs> {
+        let full = batch.logit_rows();
+        let greedy = batch.greedy_rows();
+        let (top, ks): (Vec<usize>, Vec<usize>) = batch.top_rows().iter().copied().unzip();
+        if greedy.is_empty() && top.is_empty() {
+            return Ok((self.logits(be, hidden, full)?, Vec::new(), Vec::new()));
+        }
+        // A span asks for one kind, so the three lists are disjoint.
+        let mut rows = [full, greedy, top.as_slice()].concat();
+        rows.sort_unstable();
+        let projected = self.project(be, hidden, &rows)?;
         let vocab = self.config.vocab_size;
-        let logits = self.logits(be, hidden, batch.logit_rows())?;
-        let greedy = self.reduced(be, hidden, batch.greedy_rows(), |be, l| {
-            be.argmax_rows(l, vocab)
-        })?;
-        let (rows, ks): (Vec<usize>, Vec<usize>) = batch.top_rows().iter().copied().unzip();
         let most = ks.iter().copied().max().unwrap_or(0);
-        let mut top = self.reduced(be, hidden, &rows, |be, l| {
-            be.top_logits_rows(l, vocab, most)
-        })?;
+        let outputs = Self::sub_rows(be, &projected, vocab, &rows, full, |be, l| be.download(l))
+            .and_then(|logits| {
+                let greedy = Self::sub_rows(be, &projected, vocab, &rows, greedy, |be, l| {
+                    be.argmax_rows(l, vocab)
+                })?;
+                let top = Self::sub_rows(be, &projected, vocab, &rows, &top, |be, l| {
+                    be.top_logits_rows(l, vocab, most)
+                })?;
+                Ok((logits, greedy, top))
+            });
+        be.free(projected);
+        let (logits, greedy, mut top) = outputs?;
         for (row, &k) in top.iter_mut().zip(&ks) {
             row.ids.truncate(k);
             row.logits.truncate(k);
@@ -293,30 +308,47 @@ impl<B: Backend> Qwen35Model<B> {
         Ok((logits, greedy, top))
     }
 
-    /// `reduce` of the logits of `rows` of the final hidden states, computed and
-    /// dropped on the backend (nothing for no rows).
-    fn reduced<T>(
-        &self,
+    /// The `[rows, vocab]` logits of `rows` of the final hidden states, on the backend.
+    fn project(&self, be: &mut B, hidden: &B::Buf, rows: &[usize]) -> Result<B::Buf> {
+        let selected = be.gather_rows(hidden, self.config.hidden_size, rows)?;
+        let projected = be
+            .alloc(rows.len() * self.config.vocab_size)
+            .and_then(|mut out| {
+                match be.linear(&[&self.lm_head], &selected, rows.len(), &mut [&mut out]) {
+                    Ok(()) => Ok(out),
+                    Err(e) => {
+                        be.free(out);
+                        Err(e)
+                    }
+                }
+            });
+        be.free(selected);
+        projected
+    }
+
+    /// `reduce` of the rows `want` (ascending, a subset of `all`) of `projected`, the
+    /// `vocab`-wide rows of `all`; nothing for no rows.
+    fn sub_rows<T>(
         be: &mut B,
-        hidden: &B::Buf,
-        rows: &[usize],
+        projected: &B::Buf,
+        vocab: usize,
+        all: &[usize],
+        want: &[usize],
         reduce: impl FnOnce(&mut B, &B::Buf) -> Result<Vec<T>>,
     ) -> Result<Vec<T>> {
-        if rows.is_empty() {
+        if want.is_empty() {
             return Ok(Vec::new());
         }
-        let selected = be.gather_rows(hidden, self.config.hidden_size, rows)?;
-        let mut out = match be.alloc(rows.len() * self.config.vocab_size) {
-            Ok(out) => out,
-            Err(e) => {
-                be.free(selected);
-                return Err(e);
-            }
-        };
-        let ran = be.linear(&[&self.lm_head], &selected, rows.len(), &mut [&mut out]);
-        be.free(selected);
-        let reduced = ran.and_then(|()| reduce(be, &out));
-        be.free(out);
+        if want.len() == all.len() {
+            return reduce(be, projected);
+        }
+        let at: Vec<usize> = want
+            .iter()
+            .map(|r| all.partition_point(|a| a < r))
+            .collect();
+        let rows = be.gather_rows(projected, vocab, &at)?;
+        let reduced = reduce(be, &rows);
+        be.free(rows);
         reduced
     }
 
