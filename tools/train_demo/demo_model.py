@@ -199,6 +199,30 @@ def save_release(model: DemoModel, out_dir: str, generation_config: dict | None 
     return sd
 
 
+def load_grown(model: DemoModel, source: DemoModel) -> list[str]:
+    """Load `source` into `model`, whose MLPs may be wider (a larger `intermediate_size`).
+
+    The extra gate/up rows keep `model`'s random initialisation and the extra down_proj
+    columns are zero, so the grown model computes exactly what `source` computes and the
+    new units start learning from the first step. Every other tensor must match in shape.
+    Returns the names of the grown tensors."""
+    target, grown = model.state_dict(), []
+    for name, value in source.state_dict().items():
+        dest = target[name]
+        if dest.shape == value.shape:
+            dest.copy_(value)
+            continue
+        wide = name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"))
+        if not wide or dest.ndim != 2 or any(d < v for d, v in zip(dest.shape, value.shape)):
+            raise ValueError(f"{name}: cannot grow {tuple(value.shape)} into {tuple(dest.shape)}")
+        if name.endswith("down_proj.weight"):
+            dest.zero_()
+        dest[: value.shape[0], : value.shape[1]].copy_(value)
+        grown.append(name)
+    model.load_state_dict(target, strict=True)
+    return grown
+
+
 def load_release(model_dir: str, dtype=torch.float32) -> DemoModel:
     """Rebuild the demo model from a release directory (text_config + remapped weights)."""
     with open(os.path.join(model_dir, "config.json")) as f:

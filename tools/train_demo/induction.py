@@ -106,6 +106,8 @@ def _mixed(gen, batch, low, high, sep, recall_only):
 def induction_accuracy(model, gen, pool, vocab, sep, batch=32, alphabet=None):
     """Greedy accuracy of the main head on a fresh batch's trained targets."""
     ids, w = induction_batch(gen, batch, pool, vocab, sep, alphabet)
+    ids = ids.to(model.lm.lm_head.weight.device)
+    w = w.to(ids.device)
     logits = model.lm(input_ids=ids).logits[:, :-1]
     hit = (logits.argmax(-1) == ids[:, 1:]).float()
     mask = w[:, 1:] > 0

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from chatfmt import ENDOFTEXT, IM_END, render  # noqa: E402
-from demo_model import DemoModel, load_release, save_release, text_config  # noqa: E402
+from demo_model import DemoModel, load_grown, load_release, save_release, text_config  # noqa: E402
 from induction import induction_accuracy, induction_batch, pool_size  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -123,12 +123,14 @@ def batches(data, tokens_per_step, pad_id, seed):
 # ----------------------------------------------------------------------------- loss
 
 
-def use_autocast(choice):
-    """Whether to train under bf16 autocast: measured on 2 cores, an AVX-512 BF16 CPU runs
-    a step in ~3.5 s with it, while an AVX2-only CPU (Zen 3) takes ~90 s with it and ~6 s
-    in fp32."""
+def use_autocast(choice, device):
+    """Whether to train under bf16 autocast: always on a GPU; measured on 2 cores, an
+    AVX-512 BF16 CPU runs a step in ~3.5 s with it, while an AVX2-only CPU (Zen 3) takes
+    ~90 s with it and ~6 s in fp32."""
     if choice != "auto":
         return choice == "on"
+    if device.type == "cuda":
+        return True
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
@@ -141,12 +143,14 @@ def losses(model, ids, w, autocast, gen=None):
     numerator and denominator, at a quarter of the softmax work. Returns (objective main, objective
     MTP, assistant CE main, assistant CE MTP)."""
     B, T = ids.shape
-    keep = (w >= 1) | ((w > 0) & (torch.rand(w.shape, generator=gen) < w))
+    keep = (w >= 1) | ((w > 0) & (torch.rand(w.shape, generator=gen) < w))  # drawn on the CPU: seed for seed
+    dev = model.lm.lm_head.weight.device
+    ids, w, keep = ids.to(dev), w.to(dev), keep.to(dev)
     k1, k2 = keep[:, 1:], keep[:, 2:]  # target t+1 (main head at t), t+2 (MTP at t)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
         h = model.lm.model(input_ids=ids).last_hidden_state  # after the final norm
         logits = model.lm.lm_head(h[:, :-1][k1])
-        pos = torch.arange(T - 1).unsqueeze(0).expand(B, -1)
+        pos = torch.arange(T - 1, device=dev).unsqueeze(0).expand(B, -1)
         m = model.mtp_forward(h[:, :-1], ids[:, 1:], pos)  # MTP at t: (h_t, x_{t+1})
         mtp_logits = model.lm.lm_head(m[:, :-1][k2])  # predicts x_{t+2}
     ce = F.cross_entropy(logits.float(), ids[:, 1:][k1], reduction="none")
@@ -219,6 +223,7 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny end-to-end run into a temp dir, then reload + generate")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="torch device to train on: cpu (the reproducible default), cuda, cuda:N")
     ap.add_argument("--steps", type=int, default=1500, help="maximum optimizer steps")
     ap.add_argument("--tokens-per-step", type=int, default=4096, help="padded tokens per batch")
     ap.add_argument("--max-len", type=int, default=1536)
@@ -252,7 +257,8 @@ def main():
     ap.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     ap.add_argument("--init-from", default=None,
                     help="start from this release checkpoint (a continued run; use another --seed so the data order "
-                         "differs from the first run's)")
+                         "differs from the first run's); a larger --intermediate widens its MLPs, keeping "
+                         "what it computes (new units start with zero output weights)")
     # architecture
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--intermediate", type=int, default=768)
@@ -270,8 +276,11 @@ def main():
     torch.manual_seed(args.seed)
     loss_gen = torch.Generator().manual_seed(args.seed + 7)  # loss-position sampling
     random.seed(args.seed)
-    autocast = use_autocast("off" if args.no_autocast else args.autocast)
-    print(f"compute: {'bf16 autocast' if autocast else 'fp32'} (CPU capability {torch.backends.cpu.get_cpu_capability()})")
+    device = torch.device(args.device)
+    autocast = use_autocast("off" if args.no_autocast else args.autocast, device)
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print(f"compute: {'bf16 autocast' if autocast else 'fp32'} on {device} ({where})")
     t0 = time.time()
 
     tmp = None
@@ -309,8 +318,10 @@ def main():
                       bos_id=eot, eos_ids=[im_end, eot], pad_id=eot)
     model = DemoModel(cfg)
     if args.init_from:
-        model.load_state_dict(load_release(args.init_from).state_dict())
-        print(f"initialised from {args.init_from}")
+        grown = load_grown(model, load_release(args.init_from))
+        print(f"initialised from {args.init_from}" + (f" ({len(grown)} MLP tensors widened to {args.intermediate})"
+                                                       if grown else ""))
+    model.to(device)
     assert model.lm.lm_head.weight is model.lm.model.embed_tokens.weight, "embeddings must be tied"
     n_params = sum(p.numel() for p in model.parameters())
     n_mtp = sum(p.numel() for p in model.mtp.parameters())
@@ -418,6 +429,7 @@ def main():
         print(f"seconds/step after warm-up: median {st[len(st) // 2]:.2f}, min {st[0]:.2f}")
 
     model.eval()
+    model.to("cpu")
     from train_tokenizer import generation_config
 
     sd = save_release(model, args.out, generation_config(tok))
