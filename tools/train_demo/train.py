@@ -47,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from chatfmt import ENDOFTEXT, IM_END, render  # noqa: E402
 from demo_model import DemoModel, load_grown, load_release, save_release, text_config  # noqa: E402
+from fast_gdn import install as install_fast_gdn  # noqa: E402
 from induction import induction_accuracy, induction_batch, pool_size  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -273,6 +274,7 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    install_fast_gdn()  # the chunked GDN without transformers' quadratic backward traffic
     torch.manual_seed(args.seed)
     loss_gen = torch.Generator().manual_seed(args.seed + 7)  # loss-position sampling
     random.seed(args.seed)

@@ -19,7 +19,7 @@ from .procedural_tools import make_tool, similar_tools, vocab
 KINDS = ["single", "parallel", "followup", "nofit", "chat"]
 KIND_W = [58, 8, 12, 12, 10]
 N_TOOLS_W = [20, 20, 18, 14, 10, 8, 5, 5]  # weights of 1..8 tools per request
-MAX_TOOLS_CHARS = 3200  # drop distractors beyond this much tool JSON (keeps conversations under --max-len 1536)
+MAX_TOOLS_CHARS = 3200  # drop distractors beyond this much tool JSON (bounds a conversation's tools block)
 
 
 def _call(tool, args):
