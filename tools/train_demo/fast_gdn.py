@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-
-def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+from transformers.models.qwen3_5 import modeling_qwen3_5
+from transformers.models.qwen3_5.modeling_qwen3_5 import l2norm
 
 
 def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, initial_state=None,
@@ -39,7 +37,7 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, ini
         for x in (query, key, value, beta, g)
     ]
     if use_qk_l2norm_in_kernel:
-        query, key = _l2norm(query), _l2norm(key)
+        query, key = l2norm(query, dim=-1, eps=1e-6), l2norm(key, dim=-1, eps=1e-6)
     query = query * query.shape[-1] ** -0.5
 
     pad = (chunk_size - seq_len % chunk_size) % chunk_size
@@ -85,6 +83,4 @@ def chunk_gated_delta_rule(query, key, value, g, beta, chunk_size: int = 64, ini
 
 def install():
     """Make transformers' Qwen3.5 linear-attention layers use ``chunk_gated_delta_rule``."""
-    from transformers.models.qwen3_5 import modeling_qwen3_5
-
     modeling_qwen3_5.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
