@@ -72,4 +72,65 @@ impl Tokenizer {
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
     }
+
+    /// The bytes each token id stands for, in id order (ids the tokenizer does not
+    /// know give no bytes): an added token's text; for byte-level BPE (GPT-2, Qwen) the
+    /// bytes its symbols encode; a byte-fallback `<0xNN>` token its byte; any other
+    /// token the text it decodes to alone.
+    pub fn token_bytes(&self) -> Vec<Vec<u8>> {
+        let n = self.inner.get_vocab_size(true);
+        let added = self.inner.get_added_tokens_decoder();
+        let byte_level = matches!(
+            self.inner.get_decoder(),
+            Some(tokenizers::DecoderWrapper::ByteLevel(_))
+        );
+        let symbols = byte_level_symbols();
+        (0..n as u32)
+            .map(|id| {
+                if let Some(t) = added.get(&id) {
+                    return t.content.clone().into_bytes();
+                }
+                let Some(token) = self.inner.id_to_token(id) else {
+                    return Vec::new();
+                };
+                if byte_level {
+                    let bytes: Option<Vec<u8>> = token
+                        .chars()
+                        .map(|c| symbols.get(c as usize).copied().flatten())
+                        .collect();
+                    if let Some(bytes) = bytes {
+                        return bytes;
+                    }
+                }
+                if let Some(hex) = token.strip_prefix("<0x").and_then(|t| t.strip_suffix('>'))
+                    && let Ok(b) = u8::from_str_radix(hex, 16)
+                    && hex.len() == 2
+                {
+                    return vec![b];
+                }
+                self.decode(&[id])
+                    .map(String::into_bytes)
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+/// The byte each symbol of the byte-level BPE alphabet (GPT-2's `bytes_to_unicode`)
+/// stands for, indexed by the symbol's code point: printable Latin-1 bytes are their own
+/// symbol, the other 68 bytes map in order to U+0100 and up.
+fn byte_level_symbols() -> Vec<Option<u8>> {
+    let mut table = vec![None; 512];
+    let mut next = 256;
+    for b in 0..=255u8 {
+        let printable = matches!(b, 33..=126 | 161..=172 | 174..=255);
+        let symbol = if printable {
+            b as usize
+        } else {
+            next += 1;
+            next - 1
+        };
+        table[symbol] = Some(b);
+    }
+    table
 }

@@ -84,6 +84,7 @@
 
 mod body;
 mod format;
+pub mod grammar;
 mod schema;
 mod stream;
 #[cfg(test)]
@@ -91,6 +92,7 @@ mod tests;
 mod types;
 
 pub use format::ToolCallFormat;
+pub use grammar::{GrammarState, TokenBytes, ToolCallGrammar, ToolConstraint, check_constrainable};
 pub use schema::ToolSchemas;
 pub use stream::ToolCallParser;
 

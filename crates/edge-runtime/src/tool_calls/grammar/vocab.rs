@@ -1,0 +1,194 @@
+//! The grammar applied to a vocabulary: each token's bytes, and the mask of the tokens
+//! a [`GrammarState`] allows next.
+
+use super::{GrammarState, ToolCallGrammar, is_plain};
+use crate::tool_calls::{ToolCallFormat, prompt_opens_reasoning};
+use crate::{ChatTemplate, Result, RuntimeError, Tokenizer};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The bytes every token id stands for, stored flat (a 248K vocabulary is about 2 MB),
+/// with the ids grouped by first byte and the plain ones marked, so a mask need not
+/// read every token.
+#[derive(Clone, Debug, Default)]
+pub struct TokenBytes {
+    bytes: Vec<u8>,
+    /// `ends[i]`: where token `i`'s bytes end in `bytes`.
+    ends: Vec<u32>,
+    /// The ids of the non-empty tokens by their first byte.
+    by_first: Vec<Vec<u32>>,
+    /// Whether token `i` is plain text ([`is_plain`]).
+    plain: Vec<bool>,
+}
+
+impl TokenBytes {
+    /// From each token's bytes, in id order.
+    pub fn new<I, B>(tokens: I) -> TokenBytes
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        let mut t = TokenBytes {
+            by_first: vec![Vec::new(); 256],
+            ..TokenBytes::default()
+        };
+        for b in tokens {
+            let b = b.as_ref();
+            if let Some(&first) = b.first() {
+                t.by_first[first as usize].push(t.ends.len() as u32);
+            }
+            t.plain.push(is_plain(b));
+            t.bytes.extend_from_slice(b);
+            t.ends.push(t.bytes.len() as u32);
+        }
+        t
+    }
+
+    /// From a tokenizer: see [`Tokenizer::token_bytes`].
+    pub fn from_tokenizer(tokenizer: &Tokenizer) -> TokenBytes {
+        TokenBytes::new(tokenizer.token_bytes())
+    }
+
+    /// Tokens known.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether no token is known.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Token `id`'s bytes (`None` past the vocabulary).
+    pub fn get(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        let end = *self.ends.get(i)? as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        Some(&self.bytes[start..end])
+    }
+}
+
+/// Checks that `template` writes tool calls in the XML format the grammar follows
+/// (a template that does not say is taken to, as the parser takes it).
+pub fn check_constrainable(template: &ChatTemplate) -> Result<()> {
+    match template.tool_call_format() {
+        Some(ToolCallFormat::Json) => Err(RuntimeError::InvalidRequest(
+            "constrained tool calls follow the XML call format (Qwen3.5/3.6); this chat \
+             template writes JSON calls"
+                .into(),
+        )),
+        Some(ToolCallFormat::Xml) | None => Ok(()),
+    }
+}
+
+/// A request's constrained tool calls: the grammar of its tools over a vocabulary.
+/// Cheap to clone (both parts are shared).
+#[derive(Clone, Debug)]
+pub struct ToolConstraint {
+    grammar: Arc<ToolCallGrammar>,
+    vocab: Arc<TokenBytes>,
+    in_reasoning: bool,
+    must_call: bool,
+}
+
+impl ToolConstraint {
+    /// `in_reasoning` when the prompt leaves the reply inside `<think>`.
+    pub fn new(
+        grammar: Arc<ToolCallGrammar>,
+        vocab: Arc<TokenBytes>,
+        in_reasoning: bool,
+    ) -> ToolConstraint {
+        ToolConstraint {
+            grammar,
+            vocab,
+            in_reasoning,
+            must_call: false,
+        }
+    }
+
+    /// The grammar of `tools` (see [`ToolCallGrammar::new`]) over `vocab`, for a reply
+    /// to `prompt` (the rendered text: whether it leaves the reply inside `<think>`).
+    pub fn for_prompt(tools: &Value, vocab: Arc<TokenBytes>, prompt: &str) -> Result<Self> {
+        let grammar = Arc::new(ToolCallGrammar::new(tools)?);
+        Ok(ToolConstraint::new(
+            grammar,
+            vocab,
+            prompt_opens_reasoning(prompt),
+        ))
+    }
+
+    /// The same constraint, and the reply must open with a call (after its reasoning;
+    /// OpenAI's `tool_choice` `required` or a named function).
+    pub fn requiring_call(self) -> ToolConstraint {
+        ToolConstraint {
+            must_call: true,
+            ..self
+        }
+    }
+
+    /// The grammar.
+    pub fn grammar(&self) -> &ToolCallGrammar {
+        &self.grammar
+    }
+
+    /// The state before the reply.
+    pub fn start(&self) -> GrammarState {
+        self.grammar.start(self.in_reasoning, self.must_call)
+    }
+
+    /// The state after `token`, or `None` when the grammar rejects it. Inside a call,
+    /// `stops` (the request's stop tokens) and ids past the vocabulary are rejected:
+    /// the reply may not end with a call open.
+    pub fn accept(&self, state: GrammarState, token: u32, stops: &[u32]) -> Option<GrammarState> {
+        let bytes = self.vocab.get(token).unwrap_or_default();
+        if state.in_call() && (bytes.is_empty() || stops.contains(&token)) {
+            // Nor an empty token: it would let a call go on without end.
+            return None;
+        }
+        self.grammar.accept(state, bytes)
+    }
+
+    /// Sets the logits of the tokens the grammar rejects after `state` to −∞; returns
+    /// how many tokens stay allowed. The same as trying [`ToolConstraint::accept`] on
+    /// every id, faster: a first byte the grammar rejects rules out all its tokens at
+    /// once, and plain tokens inside a string value are allowed without reading them.
+    pub fn mask(&self, state: GrammarState, logits: &mut [f32], stops: &[u32]) -> usize {
+        if !state.in_call() {
+            // Outside calls almost every token fits (only one that opens a call and
+            // goes on wrongly does not): try each.
+            let mut allowed = 0;
+            for (id, l) in logits.iter_mut().enumerate() {
+                match self.accept(state, id as u32, stops) {
+                    Some(_) => allowed += 1,
+                    None => *l = f32::NEG_INFINITY,
+                }
+            }
+            return allowed;
+        }
+        // Ids without bytes (empty, or past the vocabulary) are never allowed in a call,
+        // so everything starts rejected and the allowed ids are restored.
+        let original = logits.to_vec();
+        logits.fill(f32::NEG_INFINITY);
+        let absorbs = self.grammar.absorbs_plain(state);
+        let mut allowed = 0;
+        for (first, ids) in self.vocab.by_first.iter().enumerate() {
+            let Some(after) = self.grammar.accept(state, &[first as u8]) else {
+                continue;
+            };
+            for &id in ids {
+                let i = id as usize;
+                if i >= logits.len() || stops.contains(&id) {
+                    continue;
+                }
+                let fits = (absorbs && self.vocab.plain[i])
+                    || (self.vocab.get(id))
+                        .is_some_and(|b| self.grammar.accept(after, &b[1..]).is_some());
+                if fits {
+                    logits[i] = original[i];
+                    allowed += 1;
+                }
+            }
+        }
+        allowed
+    }
+}
