@@ -445,6 +445,7 @@ fn requests_file_reuses_prefixes_and_names_a_bad_line() {
         r#"{"prompt": 5}"#,
         "not json",
         r#"{"prompt_ids": [1], "tempo": 1}"#,
+        r#"{"prompt_ids": [1], "tools": 5}"#,
     ] {
         let (ok, _, err) = run_requests(&[bad], &["--model", &model]);
         assert!(
@@ -465,4 +466,26 @@ fn requests_file_text_prompts_reuse_through_the_chat_template() {
     assert_eq!(out[1]["cached_tokens"], out[1]["prompt_tokens"]);
     assert_eq!(out[0]["text"], out[1]["text"]);
     assert!(err.contains("cached"), "the summary line: {err}");
+}
+
+/// A requests file's per-line `tools` are offered to its text prompt and, with
+/// `--constrain-tool-calls`, bound its calls: the held-out tool is called by name.
+#[test]
+fn requests_file_lines_carry_their_tools() {
+    let tools = std::fs::read_to_string(fixture_tools()).unwrap();
+    let tools: serde_json::Value = serde_json::from_str(&tools).unwrap();
+    let line = serde_json::json!({"prompt": "Convert 20 EUR to JPY", "max_new_tokens": 120,
+                                  "tools": tools});
+    let plain = r#"{"prompt": "Convert 20 EUR to JPY", "max_new_tokens": 4, "tools": []}"#;
+    let lines = [line.to_string(), plain.to_string()];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let (ok, out, err) = run_requests(&lines, &["--constrain-tool-calls"]);
+    assert!(ok, "{err}");
+    let text = out[0]["text"].as_str().unwrap();
+    assert!(text.contains("<function=convert_currency>"), "{text}");
+    assert!(out[1]["text"].is_string());
+}
+
+fn fixture_tools() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/heldout_tool.json")
 }

@@ -9,9 +9,11 @@ use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::Backend;
 use edge_model::{ActivationMode, LoadOptions};
+use edge_runtime::tool_calls::{TokenBytes, ToolConstraint, check_constrainable};
 use edge_runtime::{
     ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
 };
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -31,8 +33,9 @@ pub struct GenerateArgs {
     pub prompt_ids: Option<String>,
     /// A JSONL file of requests run in order through one engine (sharing its prefix
     /// cache): each line `{"prompt_ids": [...], "max_new_tokens": n}` or
-    /// `{"prompt": "...", ...}`, optionally with `"reuse_points": [...]`. Prints one
-    /// JSON object per line.
+    /// `{"prompt": "...", ...}`, optionally with `"reuse_points": [...]` and `"tools":
+    /// [...]` (offered to a text prompt, and constrained to with
+    /// --constrain-tool-calls). Prints one JSON object per line.
     #[arg(long, conflicts_with_all = ["prompt", "prompt_ids", "logits_out"])]
     pub requests: Option<PathBuf>,
     /// Tokenize --prompt as is, without the chat template.
@@ -49,6 +52,11 @@ pub struct GenerateArgs {
     /// offers a `bash` tool).
     #[arg(long)]
     pub tools: Option<PathBuf>,
+    /// Constrain tool calls to the offered tools (see `serve --constrain-tool-calls`);
+    /// in a --requests file, a line's `tools` are the ones offered. Turns speculation
+    /// off for the constrained requests.
+    #[arg(long)]
+    pub constrain_tool_calls: bool,
     /// Ignore the model's `agent_defaults.json`: no system message or tools unless
     /// given with --system / --tools.
     #[arg(long)]
@@ -108,20 +116,88 @@ pub struct PromptBuilder<'a> {
 }
 
 impl PromptBuilder<'_> {
-    /// Token ids and reuse points of `text`.
+    /// Token ids and reuse points of `text`, offering the context's tools.
     pub fn build(&self, text: &str) -> Result<(Vec<u32>, Vec<usize>), CliError> {
-        let tokenizer = self.tokenizer.ok_or_else(|| {
-            CliError::Usage("a text prompt needs tokenizer.json in the model directory".into())
-        })?;
+        self.build_with(text, self.context.tools.as_ref())
+    }
+
+    /// Token ids and reuse points of `text`, offering `tools`.
+    pub fn build_with(
+        &self,
+        text: &str,
+        tools: Option<&Value>,
+    ) -> Result<(Vec<u32>, Vec<usize>), CliError> {
+        let tokenizer = self.tokenizer()?;
         match (self.template, self.raw) {
             (Some(t), false) => {
                 let messages = self.context.messages(text);
-                let tools = self.context.tools.as_ref();
                 let (rendered, ends) = t.render_marked(&messages, tools, true, self.think)?;
                 Ok(tokenizer.encode_marked(&rendered, &ends)?)
             }
             _ => Ok((tokenizer.encode(text)?, Vec::new())),
         }
+    }
+
+    /// The context's tools (`--tools` or the model's defaults).
+    pub fn tools(&self) -> Option<&Value> {
+        self.context.tools.as_ref()
+    }
+
+    fn tokenizer(&self) -> Result<&Tokenizer, CliError> {
+        self.tokenizer.ok_or_else(|| {
+            CliError::Usage("a text prompt needs tokenizer.json in the model directory".into())
+        })
+    }
+}
+
+/// Builds the tool-call constraints of `generate --constrain-tool-calls`: the
+/// vocabulary's bytes, read once.
+pub struct Constrainer {
+    vocab: Arc<TokenBytes>,
+}
+
+impl Constrainer {
+    /// `None` unless `on`; needs the tokenizer, and a chat template (if any) that
+    /// writes XML calls.
+    pub fn new(
+        on: bool,
+        tokenizer: Option<&Tokenizer>,
+        template: Option<&ChatTemplate>,
+    ) -> Result<Option<Self>, CliError> {
+        if !on {
+            return Ok(None);
+        }
+        if let Some(t) = template {
+            check_constrainable(t)?;
+        }
+        let t = tokenizer.ok_or_else(|| {
+            CliError::Usage(
+                "--constrain-tool-calls needs tokenizer.json in the model directory".into(),
+            )
+        })?;
+        Ok(Some(Constrainer {
+            vocab: Arc::new(TokenBytes::from_tokenizer(t)),
+        }))
+    }
+
+    /// The constraint for a prompt offering `tools` (none without tools, or with an
+    /// empty list); the prompt's text tells whether the reply starts inside the
+    /// reasoning.
+    pub fn constraint(
+        &self,
+        tools: Option<&Value>,
+        prompt: &[u32],
+        tokenizer: &Tokenizer,
+    ) -> Result<Option<ToolConstraint>, CliError> {
+        let Some(tools) = tools.filter(|t| t.as_array().is_none_or(|a| !a.is_empty())) else {
+            return Ok(None);
+        };
+        let text = tokenizer.decode(prompt)?;
+        Ok(Some(ToolConstraint::for_prompt(
+            tools,
+            self.vocab.clone(),
+            &text,
+        )?))
     }
 }
 
@@ -207,8 +283,15 @@ impl Job<'_> {
             prompts,
             tokenizer,
         } = self;
+        let constrainer = Constrainer::new(a.constrain_tool_calls, tokenizer, prompts.template)?;
         if let Some(path) = &a.requests {
-            return requests::run(&mut engine, path, &base, prompts, tokenizer);
+            let job = requests::RequestsJob {
+                base: &base,
+                prompts,
+                tokenizer,
+                constrainer: constrainer.as_ref(),
+            };
+            return requests::run(&mut engine, path, &job);
         }
         let (prompt, reuse_points) = match (&a.prompt, &a.prompt_ids) {
             (_, Some(ids)) => (parse_ids(ids)?, Vec::new()),
@@ -219,10 +302,15 @@ impl Job<'_> {
                 ));
             }
         };
+        let tool_constraint = match (&constrainer, tokenizer) {
+            (Some(c), Some(t)) => c.constraint(prompts.tools(), &prompt, t)?,
+            _ => None,
+        };
         let req = GenerateRequest {
             prompt,
             reuse_points,
             record_logits: a.logits_out.is_some(),
+            tool_constraint,
             ..base
         };
         let out = engine.generate(&req)?;

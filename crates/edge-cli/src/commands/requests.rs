@@ -1,7 +1,7 @@
 //! `generate --requests FILE.jsonl`: every line a request, run in order through one
 //! engine, one JSON object printed per line as it finishes.
 
-use super::generate::{PromptBuilder, reply_text};
+use super::generate::{Constrainer, PromptBuilder, reply_text};
 use crate::cli_error::CliError;
 use edge_model::Backend;
 use edge_runtime::{Engine, GenerateOutput, GenerateRequest, Tokenizer};
@@ -9,12 +9,21 @@ use serde_json::{Value, json};
 use std::io::{BufRead, Write};
 use std::path::Path;
 
+/// What every line of a requests file is run with.
+pub struct RequestsJob<'a> {
+    /// The request each line fills in.
+    pub base: &'a GenerateRequest,
+    /// Renders text prompts.
+    pub prompts: &'a PromptBuilder<'a>,
+    /// Decodes replies (and prompts, for constraints).
+    pub tokenizer: Option<&'a Tokenizer>,
+    /// Constrains tool calls (`--constrain-tool-calls`).
+    pub constrainer: Option<&'a Constrainer>,
+}
+
 /// One parsed line.
-fn parse_line(
-    line: &str,
-    base: &GenerateRequest,
-    prompts: &PromptBuilder<'_>,
-) -> Result<GenerateRequest, String> {
+fn parse_line(line: &str, job: &RequestsJob<'_>) -> Result<GenerateRequest, String> {
+    let (base, prompts) = (job.base, job.prompts);
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
     let obj = v.as_object().ok_or("not a JSON object")?;
     let ids = |key: &str| -> Result<Option<Vec<usize>>, String> {
@@ -32,6 +41,13 @@ fn parse_line(
             Some(other) => Err(format!("`{key}` must be an array of integers, not {other}")),
         }
     };
+    let tools = match obj.get("tools") {
+        None | Some(Value::Null) => prompts.tools(),
+        // An empty list offers no tools, as in the server.
+        Some(Value::Array(t)) if t.is_empty() => None,
+        Some(t @ Value::Array(_)) => Some(t),
+        Some(other) => return Err(format!("`tools` must be an array, not {other}")),
+    };
     let (prompt, marks) = match (ids("prompt_ids")?, obj.get("prompt")) {
         (Some(_), Some(_)) => return Err("give `prompt_ids` or `prompt`, not both".into()),
         (Some(p), None) => {
@@ -40,7 +56,9 @@ fn parse_line(
                 .collect::<Result<Vec<_>, _>>()?;
             (p, Vec::new())
         }
-        (None, Some(Value::String(text))) => prompts.build(text).map_err(|e| e.to_string())?,
+        (None, Some(Value::String(text))) => {
+            (prompts.build_with(text, tools)).map_err(|e| e.to_string())?
+        }
         (None, Some(other)) => return Err(format!("`prompt` must be a string, not {other}")),
         (None, None) => return Err("needs `prompt_ids` or `prompt`".into()),
     };
@@ -53,14 +71,26 @@ fn parse_line(
     let mut reuse_points = marks;
     reuse_points.extend(ids("reuse_points")?.unwrap_or_default());
     for key in obj.keys() {
-        if !["prompt_ids", "prompt", "max_new_tokens", "reuse_points"].contains(&key.as_str()) {
+        let known = [
+            "prompt_ids",
+            "prompt",
+            "max_new_tokens",
+            "reuse_points",
+            "tools",
+        ];
+        if !known.contains(&key.as_str()) {
             return Err(format!("unknown field `{key}`"));
         }
     }
+    let tool_constraint = match (job.constrainer, job.tokenizer) {
+        (Some(c), Some(t)) => c.constraint(tools, &prompt, t).map_err(|e| e.to_string())?,
+        _ => None,
+    };
     Ok(GenerateRequest {
         prompt,
         reuse_points,
         max_new_tokens,
+        tool_constraint,
         ..base.clone()
     })
 }
@@ -94,9 +124,7 @@ pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
 pub fn run<B: Backend>(
     engine: &mut Engine<B>,
     path: &Path,
-    base: &GenerateRequest,
-    prompts: &PromptBuilder<'_>,
-    tokenizer: Option<&Tokenizer>,
+    job: &RequestsJob<'_>,
 ) -> Result<(), CliError> {
     let file = std::fs::File::open(path)
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
@@ -110,9 +138,9 @@ pub fn run<B: Backend>(
         if line.trim().is_empty() {
             continue;
         }
-        let req = parse_line(&line, base, prompts).map_err(at)?;
+        let req = parse_line(&line, job).map_err(at)?;
         let out = engine.generate(&req).map_err(|e| at(e.to_string()))?;
-        let text = reply_text(tokenizer, &out)?;
+        let text = reply_text(job.tokenizer, &out)?;
         let mut v = output_json(&out, text.as_deref());
         v["line"] = json!(n);
         let mut lock = stdout.lock();

@@ -43,6 +43,12 @@ pub struct ServeArgs {
     /// Engine and cache settings.
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Constrain tool calls to the request's tools: once the model opens a call, only
+    /// an offered function, its declared parameters (each once, the required ones
+    /// all) and values of their types can follow; `tool_choice` `required` or a named
+    /// function forces a call. Such requests do not speculate.
+    #[arg(long)]
+    pub constrain_tool_calls: bool,
 }
 
 /// Runs `serve` until SIGINT or SIGTERM.
@@ -57,6 +63,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         max_sequences: a.max_sequences,
         queue: a.queue,
         served_model_name: a.served_model_name.clone(),
+        constrain_tool_calls: a.constrain_tool_calls,
     })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -86,6 +93,8 @@ pub struct StateArgs {
     pub queue: Option<usize>,
     /// The model name the API reports.
     pub served_model_name: Option<String>,
+    /// Constrain tool calls to the offered tools.
+    pub constrain_tool_calls: bool,
 }
 
 /// The engine, tokenizer and template `serve` runs on, started; `bench agentic`
@@ -126,12 +135,16 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
         builder = builder.queue(n);
     }
     let handle = Arc::new(builder.spawn()?);
-    Ok(ServerState::new(
+    let state = ServerState::new(
         handle,
         Arc::new(tokenizer),
         Arc::new(template),
         name,
         context,
         eos,
-    ))
+    );
+    Ok(match a.constrain_tool_calls {
+        true => state.with_constrained_tool_calls()?,
+        false => state,
+    })
 }

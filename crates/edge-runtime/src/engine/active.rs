@@ -5,6 +5,7 @@ use super::plan::PrefillPlan;
 use super::request::{GenerateOutput, GenerateRequest, StopReason};
 use crate::RuntimeError;
 use crate::sampling::Sampler;
+use crate::tool_calls::{GrammarState, ToolConstraint};
 use edge_kvcache::SeqId;
 use edge_model::{Backend, LogitRows};
 use edge_spec::Speculator;
@@ -74,6 +75,8 @@ pub(crate) struct Active<B: Backend> {
     pub sink: Option<EventSink>,
     /// Whether this request may speculate (speculation on and no logits recorded).
     pub speculate: bool,
+    /// Its constrained tool calls and where its reply stands in their grammar.
+    pub grammar: Option<(ToolConstraint, GrammarState)>,
     /// What stopped it, when it failed.
     pub error: Option<RuntimeError>,
 }
@@ -102,11 +105,13 @@ impl<B: Backend> Active<B> {
     /// What of its next logits row its next token needs, so the forward pass can
     /// return that instead of the row: the greedy choice (temperature 0, no penalties)
     /// or the `top_k` most likely tokens (sampling limited by `top_k`, no penalties),
-    /// unless the request keeps the rows or their log-probabilities.
+    /// unless the request keeps the rows or their log-probabilities, or constrains its
+    /// tool calls (the grammar may mask any token).
     pub fn row_needed(&self) -> LogitRows {
         let keeps_rows = self.req.logprobs.is_some() || self.out.logits.is_some();
         let penalties = self.sampler.params().has_penalties();
-        if keeps_rows || penalties {
+        let constrained = self.grammar.is_some();
+        if keeps_rows || penalties || constrained {
             LogitRows::Last
         } else if self.sampler.is_greedy() {
             LogitRows::Greedy
@@ -115,6 +120,32 @@ impl<B: Backend> Active<B> {
         } else {
             LogitRows::Last
         }
+    }
+
+    /// Chooses the next token from a full logits row: the sampler's choice among the
+    /// tokens the tool-call grammar allows. Inside a call the row is masked first (the
+    /// sampler's cuts then apply to the allowed tokens), except that greedy decoding
+    /// tries the unmasked choice first, which stands when the grammar allows it (the
+    /// mask only lowers other logits). Outside calls the unmasked choice stands unless
+    /// it opens a call wrongly, when the masked row is sampled again.
+    pub fn choose(&mut self, row: &[f32]) -> Result<u32, RuntimeError> {
+        let stops = &self.req.stop_tokens;
+        let Some((constraint, state)) = self.grammar.as_ref().map(|(c, s)| (c, *s)) else {
+            return Ok(self.sampler.sample(row)?);
+        };
+        if self.sampler.is_greedy() || !state.in_call() {
+            let token = self.sampler.sample(row)?;
+            if constraint.accept(state, token, stops).is_some() {
+                return Ok(token);
+            }
+        }
+        let mut masked = row.to_vec();
+        if constraint.mask(state, &mut masked, stops) == 0 {
+            return Err(RuntimeError::InvalidRequest(
+                "no token of the vocabulary continues the tool call the grammar allows".into(),
+            ));
+        }
+        Ok(self.sampler.sample(&masked)?)
     }
 
     /// Records a chosen token (with the logits row it came from) and decides whether
@@ -129,6 +160,12 @@ impl<B: Backend> Active<B> {
     ) -> Option<StopReason> {
         self.out.tokens.push(token);
         self.sampler.observe(token);
+        if let Some((c, state)) = self.grammar.as_mut() {
+            // A chosen token always fits (`choose` masks); were it forced past the
+            // grammar anyway, the reply is taken to be outside any call.
+            let stops = &self.req.stop_tokens;
+            *state = c.accept(*state, token, stops).unwrap_or_else(|| c.start());
+        }
         if let (Some(rows), Some(l)) = (self.out.logits.as_mut(), logits) {
             rows.extend_from_slice(l);
         }

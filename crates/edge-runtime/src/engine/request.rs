@@ -1,6 +1,7 @@
 //! What a request asks of the engine and what it gets back.
 
 use crate::sampling::SamplingParams;
+use crate::tool_calls::ToolConstraint;
 use edge_spec::SpecStats;
 use edge_spec::sampling::TokenLogprob;
 
@@ -25,6 +26,11 @@ pub struct GenerateRequest {
     /// Report each generated token's log-probability under the model, with this many
     /// most likely alternatives (at most 20; turns speculation off for this request).
     pub logprobs: Option<usize>,
+    /// Constrain the tool calls the reply writes to the request's tools (see
+    /// [`crate::tool_calls::grammar`]): while a call is open, tokens the grammar rejects
+    /// are never chosen. The reply outside calls is free. Turns speculation off for
+    /// this request.
+    pub tool_constraint: Option<ToolConstraint>,
 }
 
 /// Why generation ended.

@@ -173,7 +173,7 @@ impl<B: Backend> Engine<B> {
             RuntimeError::InvalidRequest("the forward pass returned too few reduced rows".into())
         };
         let (chosen, logits) = match row {
-            DecodeRow::Logits(l) => (a.sampler.sample(l).map_err(RuntimeError::from), Some(l)),
+            DecodeRow::Logits(l) => (a.choose(l), Some(l)),
             DecodeRow::Greedy(token) => (token.ok_or_else(missing), None),
             DecodeRow::Top(top) => {
                 let token = top.ok_or_else(missing);
@@ -257,9 +257,9 @@ impl<B: Backend> Engine<B> {
         a.out.prefill_ms = a.start.elapsed().as_secs_f64() * 1e3;
         a.decode_start = Some(Instant::now());
         let len = a.req.prompt.len();
-        let token = match a.sampler.sample(&logits[..vocab]) {
+        let token = match a.choose(&logits[..vocab]) {
             Ok(t) => t,
-            Err(e) => return a.fail(e.into()),
+            Err(e) => return a.fail(e),
         };
         let speculator = match (self.config.speculation, hidden) {
             (Some(cfg), Some(hidden)) if a.speculate => match Speculator::new(model, cfg) {

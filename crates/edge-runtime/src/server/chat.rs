@@ -2,7 +2,8 @@
 //! tools and `tool_choice`, and the prompt they render to.
 //!
 //! `tool_choice` `"required"` or a named function renders the prompt with the tools
-//! (a named function: with that tool only); the model is not forced to call one.
+//! (a named function: with that tool only). The model is forced to call one only when
+//! the server constrains tool calls ([`super::ServerState::with_constrained_tool_calls`]).
 
 use super::ServerState;
 use super::errors::ApiError;
@@ -40,6 +41,8 @@ pub struct Prompt {
     pub tools: Option<Value>,
     /// Whether to parse tool calls and reasoning from the reply.
     pub chat: bool,
+    /// Whether `tool_choice` asks for a call (`required` or a named function).
+    pub must_call: bool,
 }
 
 fn number(body: &Map<String, Value>, key: &str) -> Result<Option<f64>, ApiError> {
@@ -371,12 +374,19 @@ pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
             .render_marked(&messages, tools.as_ref(), true, thinking)?;
     let (ids, reuse_points) = state.inner.tokenizer.encode_marked(&text, &ends)?;
     check_context(state, ids.len())?;
+    let must_call = tools.is_some()
+        && match body.get("tool_choice") {
+            Some(Value::String(s)) => s == "required",
+            Some(Value::Object(_)) => true,
+            _ => false,
+        };
     Ok(Prompt {
         text,
         ids,
         reuse_points,
         tools,
         chat: true,
+        must_call,
     })
 }
 
@@ -405,6 +415,7 @@ pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
         reuse_points: Vec::new(),
         tools: None,
         chat: false,
+        must_call: false,
     })
 }
 

@@ -27,6 +27,7 @@ pub use errors::ApiError;
 pub use metrics::Metrics;
 pub use worker::Summary;
 
+use crate::tool_calls::{TokenBytes, check_constrainable};
 use crate::{ChatTemplate, EngineHandle, Result, RuntimeError, Tokenizer};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -72,6 +73,8 @@ pub(crate) struct Inner {
     eos: Vec<u32>,
     metrics: Metrics,
     body_limit: usize,
+    /// The vocabulary's bytes when tool calls are constrained to the request's tools.
+    tool_vocab: Option<Arc<TokenBytes>>,
     next_request: AtomicU64,
     created: u64,
 }
@@ -104,6 +107,7 @@ impl ServerState {
                 eos,
                 metrics: Metrics::default(),
                 body_limit: ServerConfig::default().body_limit,
+                tool_vocab: None,
                 next_request: AtomicU64::new(1),
                 created: unix_now(),
             }),
@@ -113,7 +117,31 @@ impl ServerState {
     /// The same state with a different request body limit (bytes; 8 MiB by default).
     /// Meant for a state not yet shared: clones made earlier keep the old limit.
     pub fn with_body_limit(self, bytes: usize) -> Self {
-        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
+        let mut inner = self.into_inner();
+        inner.body_limit = bytes;
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The same state, constraining the tool calls of chat requests that offer tools
+    /// to those tools ([`crate::tool_calls::grammar`]); `tool_choice` `required` or a
+    /// named function then also makes the reply open with a call. Such requests do not
+    /// speculate. Like [`ServerState::with_body_limit`], meant for a state not yet
+    /// shared. Errors when the chat template writes calls in the JSON format (the
+    /// grammar follows the XML one).
+    pub fn with_constrained_tool_calls(self) -> Result<Self> {
+        check_constrainable(&self.inner.template)?;
+        let mut inner = self.into_inner();
+        inner.tool_vocab = Some(Arc::new(TokenBytes::from_tokenizer(&inner.tokenizer)));
+        Ok(ServerState {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.
+    fn into_inner(self) -> Inner {
+        Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
             handle: a.handle.clone(),
             tokenizer: a.tokenizer.clone(),
             template: a.template.clone(),
@@ -122,13 +150,10 @@ impl ServerState {
             eos: a.eos.clone(),
             metrics: Metrics::default(),
             body_limit: a.body_limit,
+            tool_vocab: a.tool_vocab.clone(),
             next_request: AtomicU64::new(1),
             created: a.created,
-        });
-        inner.body_limit = bytes;
-        ServerState {
-            inner: Arc::new(inner),
-        }
+        })
     }
 
     /// The engine handle.

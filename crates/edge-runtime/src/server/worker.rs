@@ -10,7 +10,9 @@ use super::ServerState;
 use super::chat::{GenParams, Prompt};
 use super::errors::ApiError;
 use super::logprobs::LogprobEntry;
-use crate::tool_calls::{Delta, ToolCallFormat, ToolCallParser, prompt_opens_reasoning};
+use crate::tool_calls::{
+    Delta, ToolCallFormat, ToolCallParser, ToolConstraint, prompt_opens_reasoning,
+};
 use crate::{Event, GenerateRequest, RequestStream, StopReason};
 use axum::http::StatusCode;
 use edge_spec::SpecStats;
@@ -81,6 +83,17 @@ pub fn submit(
     let inner = &state.inner;
     let remaining = inner.context_len.saturating_sub(prompt.ids.len());
     let max_new_tokens = params.max_tokens.unwrap_or(remaining).min(remaining);
+    let tool_constraint = match (&inner.tool_vocab, &prompt.tools) {
+        (Some(vocab), Some(tools)) => {
+            let c = ToolConstraint::for_prompt(tools, vocab.clone(), &prompt.text)?;
+            Some(if prompt.must_call {
+                c.requiring_call()
+            } else {
+                c
+            })
+        }
+        _ => None,
+    };
     Ok(inner.handle.submit(GenerateRequest {
         prompt: prompt.ids.clone(),
         reuse_points: prompt.reuse_points.clone(),
@@ -88,6 +101,7 @@ pub fn submit(
         sampling: params.sampling,
         stop_tokens: inner.eos.clone(),
         logprobs: params.logprobs,
+        tool_constraint,
         ..GenerateRequest::default()
     })?)
 }

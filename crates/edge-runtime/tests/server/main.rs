@@ -3,6 +3,7 @@
 //! for keep-alive) talks to it.
 #![cfg(feature = "server")]
 
+mod constrained;
 mod logprobs;
 mod support;
 

@@ -19,6 +19,23 @@ pub fn agent_defaults() -> Value {
 
 /// A server on a free loopback port; returns its base URL.
 pub async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -> String {
+    serve(state(queue, max_sequences, context)).await
+}
+
+/// A server constraining tool calls to the request's tools; returns its base URL.
+pub async fn start_constrained() -> String {
+    serve(state(16, 4, None).with_constrained_tool_calls().unwrap()).await
+}
+
+async fn serve(state: ServerState) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_on(listener, state, std::future::pending()));
+    format!("http://{addr}")
+}
+
+/// The state of a server on the demo model.
+fn state(queue: usize, max_sequences: usize, context: Option<usize>) -> ServerState {
     let dir = demo_dir();
     let model = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
     let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
@@ -34,18 +51,14 @@ pub async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -
     };
     let engine = Engine::new(Arc::new(model), config).unwrap();
     let handle = Arc::new(EngineHandle::spawn(engine, queue).unwrap());
-    let state = ServerState::new(
+    ServerState::new(
         handle,
         Arc::new(tokenizer),
         Arc::new(template),
         "demo",
         context,
         eos,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(listener, state, std::future::pending()));
-    format!("http://{addr}")
+    )
 }
 
 pub fn user(text: &str) -> Value {

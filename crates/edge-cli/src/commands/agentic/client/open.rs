@@ -29,6 +29,10 @@ pub struct BackendArgs {
     /// Engine and cache settings of the in-process engine.
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// Constrain the in-process engine's tool calls to the offered tools (see `serve
+    /// --constrain-tool-calls`).
+    #[arg(long, conflicts_with = "endpoint")]
+    pub constrain_tool_calls: bool,
 }
 
 /// A backend ready for requests.
@@ -65,6 +69,7 @@ impl BackendArgs {
                     max_sequences: None,
                     queue: None,
                     served_model_name: None,
+                    constrain_tool_calls: self.constrain_tool_calls,
                 })?;
                 let model =
                     (self.model_name.clone()).unwrap_or_else(|| state.model_name().to_string());
