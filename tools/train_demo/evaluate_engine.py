@@ -1,0 +1,104 @@
+"""Tool-call metrics of a model served by the Rust engine, with and without constrained
+tool calls (`edge-llm generate --requests ... --constrain-tool-calls`).
+
+The prompts, scoring and rates are evaluate.py's (the same held-out turns for the same
+seed); the replies come from the engine instead of transformers, greedily. Writes
+MODEL/eval_engine.json (or --out) with one block per mode:
+
+  free         the model alone (should match evaluate.py's figures up to numerics)
+  constrained  the engine keeps every call inside the offered tools' schemas
+
+Example (after `cargo build --release -p edge-cli`):
+
+  $VENV/bin/python tools/train_demo/evaluate_engine.py --model models/demo \\
+      --corpus tools/train_demo/work/corpus --edge-llm target/release/edge-llm
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from evaluate import IM_END, aggregate, build_items, no_call, score_calls
+
+
+def run_engine(binary, model, items, ids, max_new_tokens, constrained):
+    """Replies of the engine to every item, in order."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for it, p in zip(items, ids):
+            f.write(json.dumps({"prompt_ids": p, "tools": it["tools"], "max_new_tokens": max_new_tokens}) + "\n")
+        path = f.name
+    cmd = [binary, "generate", "--model", model, "--requests", path, "--no-agent-defaults"]
+    if constrained:
+        cmd.append("--constrain-tool-calls")
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(path)
+    replies = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(replies) == len(items), f"{len(replies)} replies for {len(items)} prompts"
+    return replies
+
+
+def summarize(items, replies):
+    rows = []
+    for it, rep in zip(items, replies):
+        r = score_calls(rep["text"].split(IM_END)[0], it)
+        r["kind"] = it["kind"]
+        rows.append(r)
+    groups = {g: [r for r in rows if r["group"] == g] for g in ("bash", "typed_seen", "procedural_heldout")}
+    held = groups["procedural_heldout"]
+    return {
+        "tool_calls": aggregate(groups["bash"] + groups["typed_seen"]),
+        "heldout_tools": {**aggregate(held),
+                          "no_call_when_no_tool_fits": no_call([r for r in held if r["kind"] in ("proc_nofit", "proc_chat")])},
+        "tool_calls_by_group": {g: aggregate(v) for g, v in groups.items()},
+        "no_call_turns": no_call(rows),
+        "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
+        "generated_tokens": sum(rep["generated_tokens"] for rep in replies),
+        "decode_ms": round(sum(rep["decode_ms"] for rep in replies), 1),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="models/demo")
+    ap.add_argument("--corpus", required=True, help="directory with heldout.jsonl")
+    ap.add_argument("--edge-llm", default="target/release/edge-llm", help="the CLI binary")
+    ap.add_argument("--out", help="default: MODEL/eval_engine.json")
+    ap.add_argument("--max-prompts", type=int, default=200)
+    ap.add_argument("--max-new-tokens", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--modes", default="free,constrained")
+    args = ap.parse_args()
+    t0 = time.time()
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(args.model)
+    _, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
+    ids = [tok(it["prompt"])["input_ids"] for it in items]
+    res = {"model": args.model, "heldout_prompts": len(items),
+           "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed}}
+    examples = []
+    for mode in args.modes.split(","):
+        replies = run_engine(args.edge_llm, args.model, items, ids, args.max_new_tokens, mode == "constrained")
+        res[mode] = summarize(items, replies)
+        print(mode, json.dumps(res[mode]["heldout_tools"]), flush=True)
+        examples += [{"mode": mode, "id": it["id"], "kind": it["kind"], "generated": rep["text"],
+                      "reference": {k: v for k, v in it["ref"].items() if k != "role"}}
+                     for it, rep in list(zip(items, replies)) if it["kind"].startswith("proc_")][:6]
+    res["seconds"] = round(time.time() - t0, 1)
+    res["examples"] = examples
+    out = args.out or os.path.join(args.model, "eval_engine.json")
+    with open(out, "w") as f:
+        json.dump(res, f, indent=2)
+        f.write("\n")
+    print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
