@@ -24,7 +24,7 @@ import time
 from evaluate import IM_END, aggregate, build_items, no_call, score_calls
 
 
-def run_engine(binary, model, items, ids, max_new_tokens, constrained):
+def run_engine(binary, model, items, ids, max_new_tokens, constrained, engine_args=()):
     """Replies of the engine to every item, in order."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         for it, p in zip(items, ids):
@@ -33,6 +33,7 @@ def run_engine(binary, model, items, ids, max_new_tokens, constrained):
     cmd = [binary, "generate", "--model", model, "--requests", path, "--no-agent-defaults"]
     if constrained:
         cmd.append("--constrain-tool-calls")
+    cmd += list(engine_args)
     try:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     finally:
@@ -58,6 +59,8 @@ def summarize(items, replies):
         "no_call_turns": no_call(rows),
         "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
         "generated_tokens": sum(rep["generated_tokens"] for rep in replies),
+        # decode forwards of the target (the first token comes from the prefill)
+        "target_forwards": sum(rep["target_forwards"] for rep in replies),
         "decode_ms": round(sum(rep["decode_ms"] for rep in replies), 1),
     }
 
@@ -72,6 +75,7 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="free,constrained")
+    ap.add_argument("--engine-args", default="", help='more generate flags, e.g. "--spec linear --draft-steps 3"')
     args = ap.parse_args()
     t0 = time.time()
 
@@ -81,10 +85,12 @@ def main():
     _, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
     ids = [tok(it["prompt"])["input_ids"] for it in items]
     res = {"model": args.model, "heldout_prompts": len(items),
-           "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed}}
+           "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+                        "engine_args": args.engine_args}}
     examples = []
     for mode in args.modes.split(","):
-        replies = run_engine(args.edge_llm, args.model, items, ids, args.max_new_tokens, mode == "constrained")
+        replies = run_engine(args.edge_llm, args.model, items, ids, args.max_new_tokens, mode == "constrained",
+                             args.engine_args.split())
         res[mode] = summarize(items, replies)
         print(mode, json.dumps(res[mode]["heldout_tools"]), flush=True)
         examples += [{"mode": mode, "id": it["id"], "kind": it["kind"], "generated": rep["text"],

@@ -3,7 +3,8 @@
 //! vocabulary):
 //!
 //! - `mask/*`: the full mask of the vocabulary in a grammar state (what a sampled token
-//!   inside a call costs, and a greedy one whose first choice the grammar rejects);
+//!   inside a call costs, a greedy one whose first choice the grammar rejects, and a
+//!   speculative verification per visited node that needs it);
 //! - `accept_one`: one token tried (a greedy token the grammar allows).
 //!
 //! Run: `cargo bench -p edge-runtime --bench tool_grammar`.
@@ -74,6 +75,7 @@ fn bench(c: &mut Criterion) {
     let constraint = ToolConstraint::for_prompt(&tools(), vocab, "").unwrap();
     let head = "<tool_call>\n<function=";
     let states = [
+        ("outside_call", "I will look that up.".to_string()),
         ("function_name", head.to_string()),
         (
             "string_value",
@@ -91,7 +93,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(constraint.mask(s, &mut logits, &[2])))
         });
     }
-    let s = state(&constraint, &states[1].1);
+    let s = state(&constraint, &states[2].1);
     c.bench_function("accept_one", |b| {
         b.iter(|| black_box(constraint.accept(s, black_box(7), &[2])))
     });

@@ -1,15 +1,14 @@
 //! Constrained tool calls through the engine, on the committed demo model: a tool the
 //! model never saw is called by its name with schema-valid arguments (unconstrained,
 //! this model calls a training tool that was not offered), sampled replies stay
-//! valid, a required call is made, and a speculating engine serves constrained
-//! requests without speculating.
+//! valid, a required call is made, and speculation under the constraint is lossless.
 
 use edge_model::{ActivationMode, Qwen35Model};
 use edge_runtime::tool_calls::{
     ParsedReply, TokenBytes, ToolCallFormat, ToolConstraint, parse_complete,
 };
 use edge_runtime::{
-    ChatTemplate, Engine, EngineConfig, GenerateRequest, SamplingParams, Tokenizer,
+    ChatTemplate, Engine, EngineConfig, GenerateOutput, GenerateRequest, SamplingParams, Tokenizer,
 };
 use edge_spec::SpecConfig;
 use serde_json::{Value, json};
@@ -58,6 +57,20 @@ fn reply(
     sampling: SamplingParams,
     constraint: impl Fn(ToolConstraint) -> Option<ToolConstraint>,
 ) -> ParsedReply {
+    let out = generate(engine, tools, user, sampling, constraint);
+    let text = demo().tokenizer.decode(&out.tokens).unwrap();
+    let text = text.split("<|im_end|>").next().unwrap_or_default();
+    parse_complete(ToolCallFormat::Xml, Some(tools), text, false)
+}
+
+/// The engine's output for one user message offering `tools`.
+fn generate(
+    engine: &mut Engine,
+    tools: &Value,
+    user: &str,
+    sampling: SamplingParams,
+    constraint: impl Fn(ToolConstraint) -> Option<ToolConstraint>,
+) -> GenerateOutput {
     let d = demo();
     let messages = json!([{"role": "user", "content": user}]);
     let prompt = d
@@ -73,10 +86,7 @@ fn reply(
         tool_constraint: constraint(c),
         ..GenerateRequest::default()
     };
-    let out = engine.generate(&req).unwrap();
-    let text = d.tokenizer.decode(&out.tokens).unwrap();
-    let text = text.split("<|im_end|>").next().unwrap_or_default();
-    parse_complete(ToolCallFormat::Xml, Some(tools), text, false)
+    engine.generate(&req).unwrap()
 }
 
 fn engine(spec: Option<SpecConfig>) -> Engine {
@@ -128,17 +138,50 @@ fn an_unseen_tool_is_called_by_its_schema() {
 }
 
 #[test]
-fn a_required_call_is_made_and_speculation_steps_aside() {
+fn a_required_call_is_made() {
     let tools = currency_tool();
     let hello = "Hello! Who are you?";
     let greedy = SamplingParams::default();
     let required = |c: ToolConstraint| Some(c.requiring_call());
-    let mut plain = engine(None);
-    let forced = reply(&mut plain, &tools, hello, greedy, required);
+    let forced = reply(&mut engine(None), &tools, hello, greedy, required);
     assert_valid_calls(&forced, "convert_currency");
     assert!(forced.content.is_empty(), "{forced:?}");
-    // A speculating engine serves it without speculating: the same greedy reply.
-    let mut speculating = engine(Some(SpecConfig::linear(3)));
-    let again = reply(&mut speculating, &tools, hello, greedy, required);
-    assert_eq!(again, forced);
+}
+
+/// Speculation verifies each draft against the grammar state its path leads to: greedy
+/// replies are token for token those of plain constrained decoding, chain or tree, and
+/// drafts are accepted inside calls too; sampled replies stay valid.
+#[test]
+fn speculation_under_the_constraint_is_lossless() {
+    let tools = currency_tool();
+    let greedy = SamplingParams::default();
+    let asks = [
+        "How much is 20 euros in Japanese yen?",
+        "Hello! Who are you?",
+    ];
+    let required = |c: ToolConstraint| Some(c.requiring_call());
+    let mut plain = engine(None);
+    for spec in [
+        SpecConfig::linear(1),
+        SpecConfig::linear(3),
+        SpecConfig::tree(3, 2, 6),
+    ] {
+        let mut speculating = engine(Some(spec));
+        for ask in asks {
+            let want = generate(&mut plain, &tools, ask, greedy, required);
+            let got = generate(&mut speculating, &tools, ask, greedy, required);
+            assert_eq!(got.tokens, want.tokens, "{spec:?}, {ask}");
+            let s = got.speculation.expect("the request speculated");
+            assert!(s.accepted > 0, "{spec:?}: {s:?}");
+        }
+        for seed in 0..3 {
+            let sampling = SamplingParams {
+                temperature: 0.8,
+                seed,
+                ..SamplingParams::default()
+            };
+            let r = reply(&mut speculating, &tools, asks[0], sampling, required);
+            assert_valid_calls(&r, "convert_currency");
+        }
+    }
 }

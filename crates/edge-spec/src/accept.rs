@@ -6,6 +6,7 @@
 use crate::sampling::Sampler;
 use crate::{Result, SpecError};
 use edge_model::argmax;
+use std::borrow::Cow;
 
 /// A drafted token tree as verification sees it. Node 0 is the root: the token already
 /// chosen, whose successor the target predicts first. Every other node's parent comes
@@ -97,15 +98,86 @@ pub fn accept(
         let choices: Vec<u32> = (0..tree.tokens.len()).map(|n| argmax(row(n))).collect();
         return Ok(greedy_walk(tree, &children, &choices));
     }
-    let mut path = vec![0];
-    let mut node = 0;
+    sampled_walk(tree, &children, sampler, |node, _| {
+        Ok(Cow::Borrowed(row(node)))
+    })
+}
+
+/// A constraint on the target's choices that depends on the tokens before them (a
+/// grammar of tool calls): what verification under it asks.
+pub trait RowFilter {
+    /// Whether `token` may follow `path`: the tree's tokens from the root's child down
+    /// to the node whose row is judged (empty for the root's own row).
+    fn allows(&mut self, path: &[u32], token: u32) -> bool;
+    /// Sets the logits of the tokens that may not follow `path` to −∞; returns how
+    /// many tokens stay allowed.
+    fn mask(&mut self, path: &[u32], row: &mut [f32]) -> usize;
+}
+
+/// [`accept`] with the target restricted by `filter`: each visited node's row is
+/// masked for the tokens its path allows, so the emitted tokens are those plain
+/// decoding under the same constraint would emit (greedily: the masked argmax, tried
+/// unmasked first since it stands whenever allowed; sampling: rejection sampling
+/// against the masked distribution). Errors: as [`accept`], and a row the filter
+/// allows no token of.
+pub fn accept_filtered(
+    tree: &DraftTree,
+    logits: &[f32],
+    vocab: usize,
+    sampler: &mut Sampler,
+    filter: &mut dyn RowFilter,
+) -> Result<Acceptance> {
+    let children = children(tree, logits.len(), vocab, vocab)?;
+    let row = |n: usize| &logits[n * vocab..][..vocab];
+    let masked = |filter: &mut dyn RowFilter, node: usize, path: &[u32]| -> Result<Vec<f32>> {
+        let mut r = row(node).to_vec();
+        match filter.mask(path, &mut r) {
+            0 => Err(SpecError::InvalidRequest(
+                "the constraint allows no token of the target's row".into(),
+            )),
+            _ => Ok(r),
+        }
+    };
+    if !sampler.is_greedy() {
+        return sampled_walk(tree, &children, sampler, |node, path| {
+            masked(filter, node, path).map(Cow::Owned)
+        });
+    }
+    let (mut path, mut tokens, mut node) = (vec![0], Vec::new(), 0);
+    loop {
+        let mut choice = argmax(row(node));
+        if !filter.allows(&tokens, choice) {
+            choice = argmax(&masked(filter, node, &tokens)?);
+        }
+        match children[node].iter().find(|&&c| tree.tokens[c] == choice) {
+            Some(&c) => {
+                path.push(c);
+                tokens.push(choice);
+                node = c;
+            }
+            None => return Ok(Acceptance { path, next: choice }),
+        }
+    }
+}
+
+/// Recursive rejection sampling from the root (see [`accept`]), with `target(node,
+/// path)` giving the row the target samples from after `node` (`path`: the accepted
+/// tokens below the root).
+fn sampled_walk<'a>(
+    tree: &DraftTree,
+    children: &[Vec<usize>],
+    sampler: &mut Sampler,
+    mut target: impl FnMut(usize, &[u32]) -> Result<Cow<'a, [f32]>>,
+) -> Result<Acceptance> {
+    let (mut path, mut tokens, mut node) = (vec![0], Vec::new(), 0);
     'walk: loop {
-        let mut p = sampler.distribution(row(node))?;
+        let mut p = sampler.distribution(&target(node, &tokens)?)?;
         let mut rejected = None;
         for &c in &children[node] {
             let token = tree.tokens[c];
             if sampler.uniform() < p.prob(token) {
                 path.push(c);
+                tokens.push(token);
                 node = c;
                 continue 'walk;
             }
@@ -333,5 +405,92 @@ mod tests {
         assert!(accept(&ok, &logits[..50], 10, &mut s).is_err());
         assert!(accept(&ok, &logits, 9, &mut s).is_err());
         assert!(accept(&ok, &[], 0, &mut s).is_err());
+    }
+
+    /// Forbids one token after one path (the rest allowed), counting what it is asked.
+    struct Forbid {
+        path: Vec<u32>,
+        token: u32,
+        masks: usize,
+    }
+
+    impl RowFilter for Forbid {
+        fn allows(&mut self, path: &[u32], token: u32) -> bool {
+            !(path == self.path.as_slice() && token == self.token)
+        }
+
+        fn mask(&mut self, path: &[u32], row: &mut [f32]) -> usize {
+            self.masks += 1;
+            if path == self.path.as_slice() {
+                row[self.token as usize] = f32::NEG_INFINITY;
+            }
+            row.iter().filter(|l| l.is_finite()).count()
+        }
+    }
+
+    #[test]
+    fn a_filter_redirects_the_target_where_it_forbids_its_choice() {
+        // Unfiltered: 9 → 5 → 6, then 7. Forbidding 6 after [5] makes row 2's masked
+        // argmax (the next best, 1) the choice: the first child, then row 3's 4.
+        let mut logits = rows(&[5, 0, 6, 4, 7, 0], 10);
+        logits[2 * 10 + 1] = 3.0;
+        let mut f = Forbid {
+            path: vec![5],
+            token: 6,
+            masks: 0,
+        };
+        let a = accept_filtered(&tree(), &logits, 10, &mut greedy(), &mut f).unwrap();
+        assert_eq!(
+            a,
+            Acceptance {
+                path: vec![0, 2, 3],
+                next: 4
+            }
+        );
+        assert_eq!(
+            f.masks, 1,
+            "only the row whose argmax was forbidden is masked"
+        );
+        // A filter that forbids nothing on the path walks as `accept` does.
+        let mut none = Forbid {
+            path: vec![7, 7],
+            token: 0,
+            masks: 0,
+        };
+        let plain = accept(&tree(), &logits, 10, &mut greedy()).unwrap();
+        let filtered = accept_filtered(&tree(), &logits, 10, &mut greedy(), &mut none).unwrap();
+        assert_eq!(filtered, plain);
+        // Sampling never emits the forbidden token, though the row favours it.
+        let mut favour = vec![0.0; 6 * 10];
+        favour[5] = 6.0;
+        for seed in 0..200 {
+            let params = SamplingParams {
+                temperature: 1.0,
+                seed,
+                ..SamplingParams::default()
+            };
+            let mut s = Sampler::new(params).unwrap();
+            let mut f = Forbid {
+                path: vec![],
+                token: 5,
+                masks: 0,
+            };
+            let a = accept_filtered(&tree(), &favour, 10, &mut s, &mut f).unwrap();
+            assert!(a.path.len() == 1 || a.path[1] == 1, "{a:?}");
+            assert!(a.path.len() > 1 || a.next != 5, "{a:?}");
+        }
+        // A row the filter leaves empty is an error.
+        let mut all = Forbid {
+            path: vec![],
+            token: 5,
+            masks: 0,
+        };
+        let one = DraftTree {
+            tokens: vec![9],
+            parents: vec![None],
+        };
+        let mut only_five = vec![f32::NEG_INFINITY; 10];
+        only_five[5] = 1.0;
+        assert!(accept_filtered(&one, &only_five, 10, &mut greedy(), &mut all).is_err());
     }
 }

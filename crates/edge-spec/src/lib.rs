@@ -18,7 +18,7 @@ mod error;
 pub mod sampling;
 mod speculator;
 
-pub use accept::{Acceptance, DraftTree, accept, accept_greedy};
+pub use accept::{Acceptance, DraftTree, RowFilter, accept, accept_filtered, accept_greedy};
 pub use config::{CPU_CACHE_RESIDENT_BYTES, Drafting, SpecConfig, SpecStats};
 pub use error::{Result, SpecError};
 pub use sampling::{Distribution, Sampler, SamplingParams};

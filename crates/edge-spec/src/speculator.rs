@@ -12,7 +12,7 @@
 //! rewritten from the target's hidden states at the next step, replacing the draft
 //! rows.
 
-use crate::accept::{DraftTree, accept, accept_greedy};
+use crate::accept::{DraftTree, RowFilter, accept, accept_filtered, accept_greedy};
 use crate::config::{SpecConfig, SpecStats};
 use crate::draft::DraftPool;
 use crate::sampling::Sampler;
@@ -103,6 +103,24 @@ impl<B: Backend> Speculator<B> {
         limit: usize,
         sampler: &mut Sampler,
     ) -> Result<Vec<u32>> {
+        self.step_filtered(model, be, cache, seq, tok, limit, sampler, None)
+    }
+
+    /// [`Speculator::step`] with the target's choices restricted by `filter` (see
+    /// [`crate::accept_filtered`]; the paths it is given start after `tok`). With a
+    /// filter the verification pass returns every node's full row, greedy or not.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step_filtered(
+        &mut self,
+        model: &Qwen35Model<B>,
+        be: &mut B,
+        cache: &mut PagedCache<B::Memory>,
+        seq: SeqId,
+        tok: u32,
+        limit: usize,
+        sampler: &mut Sampler,
+        filter: Option<&mut dyn RowFilter>,
+    ) -> Result<Vec<u32>> {
         let vocab = model.config().vocab_size;
         let h = model.config().hidden_size;
         let ctx = model.config().max_position_embeddings;
@@ -120,7 +138,7 @@ impl<B: Backend> Speculator<B> {
         // Greedy verification needs each node's argmax only: the pass returns those
         // instead of the rows (on a GPU, ids instead of nodes × vocab logits).
         let greedy = sampler.is_greedy();
-        let rows = match greedy {
+        let rows = match greedy && filter.is_none() {
             true => LogitRows::GreedyAll,
             false => LogitRows::All,
         };
@@ -130,9 +148,10 @@ impl<B: Backend> Speculator<B> {
             tokens: tokens.clone(),
             parents: parents.iter().map(|p| p.map(|p| p as usize)).collect(),
         };
-        let accepted = match greedy {
-            true => accept_greedy(&tree, &out.greedy, vocab),
-            false => accept(&tree, &out.logits, vocab, sampler),
+        let accepted = match (filter, greedy) {
+            (Some(f), _) => accept_filtered(&tree, &out.logits, vocab, sampler, f),
+            (None, true) => accept_greedy(&tree, &out.greedy, vocab),
+            (None, false) => accept(&tree, &out.logits, vocab, sampler),
         };
         self.stats.target_forwards += 1;
         self.stats.verify_ms += t1.elapsed().as_secs_f64() * 1e3;

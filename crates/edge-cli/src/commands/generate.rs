@@ -53,8 +53,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub tools: Option<PathBuf>,
     /// Constrain tool calls to the offered tools (see `serve --constrain-tool-calls`);
-    /// in a --requests file, a line's `tools` are the ones offered. Turns speculation
-    /// off for the constrained requests.
+    /// in a --requests file, a line's `tools` are the ones offered.
     #[arg(long)]
     pub constrain_tool_calls: bool,
     /// Ignore the model's `agent_defaults.json`: no system message or tools unless

@@ -46,7 +46,7 @@ pub struct ServeArgs {
     /// Constrain tool calls to the request's tools: once the model opens a call, only
     /// an offered function, its declared parameters (each once, the required ones
     /// all) and values of their types can follow; `tool_choice` `required` or a named
-    /// function forces a call. Such requests do not speculate.
+    /// function forces a call. Speculation stays lossless under it.
     #[arg(long)]
     pub constrain_tool_calls: bool,
 }

@@ -53,13 +53,12 @@ impl<B: Backend> Engine<B> {
         let mut sampler = Sampler::new(req.sampling)?;
         sampler.set_prompt(&req.prompt);
         // What speculation cannot serve: logits rows and log-probabilities per token,
-        // and penalties and constrained calls, under which a draft's distribution
-        // depends on its own path.
+        // and penalties, under which a draft's distribution depends on its own path
+        // in ways verification does not follow (a tool-call grammar it does follow).
         let speculate = self.config.speculation.is_some()
             && !req.record_logits
             && req.logprobs.is_none()
-            && !req.sampling.has_penalties()
-            && req.tool_constraint.is_none();
+            && !req.sampling.has_penalties();
         let grammar = (req.tool_constraint.as_ref()).map(|c| (c.clone(), c.start()));
         let lookahead = (self.config.speculation)
             .filter(|_| speculate)

@@ -28,8 +28,8 @@ pub struct GenerateRequest {
     pub logprobs: Option<usize>,
     /// Constrain the tool calls the reply writes to the request's tools (see
     /// [`crate::tool_calls::grammar`]): while a call is open, tokens the grammar rejects
-    /// are never chosen. The reply outside calls is free. Turns speculation off for
-    /// this request.
+    /// are never chosen. The reply outside calls is free. Speculation verifies each
+    /// draft against the grammar state its path leads to, so it stays lossless.
     pub tool_constraint: Option<ToolConstraint>,
 }
 

@@ -4,10 +4,11 @@
 
 use super::Engine;
 use super::active::Phase;
+use crate::tool_calls::PathFilter;
 use crate::{Result, RuntimeError};
 use edge_kvcache::{SequenceCache, SnapshotData};
 use edge_model::{Backend, LogitRows, Qwen35Model, StepBatch, TopLogits};
-use edge_spec::Speculator;
+use edge_spec::{RowFilter, Speculator};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -295,10 +296,20 @@ impl<B: Backend> Engine<B> {
             return;
         };
         let limit = a.req.max_new_tokens - a.out.tokens.len();
-        let emitted = match s.step(model, backend, cache, a.seq, *token, limit, &mut a.sampler) {
-            Ok(e) => e,
-            Err(e) => return a.fail(e.into()),
-        };
+        // Constrained calls: verification judges each draft from the grammar state its
+        // path leads to.
+        let mut filter = (a.grammar.as_ref()).map(|(constraint, state)| PathFilter {
+            constraint,
+            state: *state,
+            stops: &a.req.stop_tokens,
+        });
+        let filter = filter.as_mut().map(|f| f as &mut dyn RowFilter);
+        let sampler = &mut a.sampler;
+        let emitted =
+            match s.step_filtered(model, backend, cache, a.seq, *token, limit, sampler, filter) {
+                Ok(e) => e,
+                Err(e) => return a.fail(e.into()),
+            };
         let Some((&last, accepted)) = emitted.split_last() else {
             return a.fail(RuntimeError::InvalidRequest(
                 "a speculative step emitted nothing".into(),

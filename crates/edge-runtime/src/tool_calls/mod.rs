@@ -92,7 +92,9 @@ mod tests;
 mod types;
 
 pub use format::ToolCallFormat;
-pub use grammar::{GrammarState, TokenBytes, ToolCallGrammar, ToolConstraint, check_constrainable};
+pub use grammar::{
+    GrammarState, PathFilter, TokenBytes, ToolCallGrammar, ToolConstraint, check_constrainable,
+};
 pub use schema::ToolSchemas;
 pub use stream::ToolCallParser;
 

@@ -43,7 +43,7 @@ mod rules;
 mod tests;
 mod vocab;
 
-pub use vocab::{TokenBytes, ToolConstraint, check_constrainable};
+pub use vocab::{PathFilter, TokenBytes, ToolConstraint, check_constrainable};
 
 use crate::{Result, RuntimeError};
 use json::{Json, JsonStep};
@@ -277,14 +277,17 @@ impl ToolCallGrammar {
         }
     }
 
-    /// Whether every run of plain bytes (see [`is_plain`]) leaves `state` exactly as it
-    /// is: inside a string value, with no tag begun. The token mask accepts plain tokens
-    /// there without reading them.
-    pub fn absorbs_plain(&self, state: GrammarState) -> bool {
+    /// Whether every run of plain bytes (see [`is_plain`]) is accepted from `state`:
+    /// inside a string value with no tag begun (the run leaves the state as it is), in
+    /// the reasoning, or outside calls with no `<tool_call>` begun. The token mask
+    /// allows plain tokens there without reading them.
+    pub fn accepts_plain(&self, state: GrammarState) -> bool {
         let fresh = Tags::default();
         match state.phase {
             Phase::Text { end, tags } => end == 0 && tags == fresh,
             Phase::Json(j, tags) => tags == fresh && j.in_plain_string(),
+            Phase::Reasoning { .. } => true,
+            Phase::Free { call, .. } => call == 0,
             _ => false,
         }
     }

@@ -474,31 +474,37 @@ fn the_fast_mask_equals_trying_every_token() {
         );
     }
     let n = words.len();
-    let c = ToolConstraint::new(g.clone(), Arc::new(TokenBytes::new(&words)), false);
+    let vocab = Arc::new(TokenBytes::new(&words));
+    let free = ToolConstraint::new(g.clone(), vocab.clone(), false);
+    let thinking = ToolConstraint::new(g.clone(), vocab, true);
     let stops = [9];
+    let currency = call(
+        "convert_currency",
+        &with(&[
+            ("tags", r#"["a\"b", "c"]"#),
+            ("options", r#"{"k": [1, {"x": "y"}]}"#),
+        ]),
+    );
+    let plan = call(
+        "plan",
+        &[
+            ("rules", r#"[{"label": "q", "tip": 1.5}]"#),
+            ("address", r#"{"street": "s <b>"}"#),
+        ],
+    );
+    let ping = call("ping", &[("free", "some\ntext")]);
+    // Outside calls, inside them, and in the reasoning.
     let calls = [
-        call(
-            "convert_currency",
-            &with(&[
-                ("tags", r#"["a\"b", "c"]"#),
-                ("options", r#"{"k": [1, {"x": "y"}]}"#),
-            ]),
-        ),
-        call(
-            "plan",
-            &[
-                ("rules", r#"[{"label": "q", "tip": 1.5}]"#),
-                ("address", r#"{"street": "s <b>"}"#),
-            ],
-        ),
-        call("ping", &[("free", "some\ntext")]),
+        (&free, format!("Hi <b> {currency} done")),
+        (&free, plan),
+        (&thinking, format!("a <tool_call> b</think>\n\n{ping}")),
     ];
     let mut checked = 0;
-    for text in &calls {
+    for (c, text) in &calls {
         let mut s = c.start();
         for &b in text.as_bytes() {
             s = g.accept(s, &[b]).unwrap();
-            // One more id than the vocabulary: ids past it are never allowed in a call.
+            // One more id than the vocabulary: ids past it are allowed outside calls only.
             let mut fast = vec![0.5f32; n + 1];
             let allowed = c.mask(s, &mut fast, &stops);
             let slow: Vec<bool> = (0..=n as u32)

@@ -4,6 +4,7 @@
 use super::{GrammarState, ToolCallGrammar, is_plain};
 use crate::tool_calls::{ToolCallFormat, prompt_opens_reasoning};
 use crate::{ChatTemplate, Result, RuntimeError, Tokenizer};
+use edge_spec::RowFilter;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ pub struct TokenBytes {
     by_first: Vec<Vec<u32>>,
     /// Whether token `i` is plain text ([`is_plain`]).
     plain: Vec<bool>,
+    /// The ids of the tokens without bytes.
+    empty: Vec<u32>,
 }
 
 impl TokenBytes {
@@ -34,8 +37,10 @@ impl TokenBytes {
         };
         for b in tokens {
             let b = b.as_ref();
-            if let Some(&first) = b.first() {
-                t.by_first[first as usize].push(t.ends.len() as u32);
+            let id = t.ends.len() as u32;
+            match b.first() {
+                Some(&first) => t.by_first[first as usize].push(id),
+                None => t.empty.push(id),
             }
             t.plain.push(is_plain(b));
             t.bytes.extend_from_slice(b);
@@ -151,36 +156,34 @@ impl ToolConstraint {
     /// Sets the logits of the tokens the grammar rejects after `state` to −∞; returns
     /// how many tokens stay allowed. The same as trying [`ToolConstraint::accept`] on
     /// every id, faster: a first byte the grammar rejects rules out all its tokens at
-    /// once, and plain tokens inside a string value are allowed without reading them.
+    /// once, and where every plain token fits (inside a string value, outside calls)
+    /// plain tokens are allowed without reading them.
     pub fn mask(&self, state: GrammarState, logits: &mut [f32], stops: &[u32]) -> usize {
-        if !state.in_call() {
-            // Outside calls almost every token fits (only one that opens a call and
-            // goes on wrongly does not): try each.
-            let mut allowed = 0;
-            for (id, l) in logits.iter_mut().enumerate() {
-                match self.accept(state, id as u32, stops) {
-                    Some(_) => allowed += 1,
-                    None => *l = f32::NEG_INFINITY,
-                }
-            }
-            return allowed;
-        }
-        // Ids without bytes (empty, or past the vocabulary) are never allowed in a call,
-        // so everything starts rejected and the allowed ids are restored.
+        // Everything starts rejected and the allowed ids are restored.
         let original = logits.to_vec();
         logits.fill(f32::NEG_INFINITY);
-        let absorbs = self.grammar.absorbs_plain(state);
         let mut allowed = 0;
+        if !state.in_call() {
+            // Ids without bytes change nothing outside calls.
+            let past = self.vocab.len().min(logits.len())..logits.len();
+            for i in (self.vocab.empty.iter().map(|&id| id as usize)).chain(past) {
+                if i < logits.len() {
+                    logits[i] = original[i];
+                    allowed += 1;
+                }
+            }
+        }
+        let plain_fits = self.grammar.accepts_plain(state);
         for (first, ids) in self.vocab.by_first.iter().enumerate() {
             let Some(after) = self.grammar.accept(state, &[first as u8]) else {
                 continue;
             };
             for &id in ids {
                 let i = id as usize;
-                if i >= logits.len() || stops.contains(&id) {
+                if i >= logits.len() || (state.in_call() && stops.contains(&id)) {
                     continue;
                 }
-                let fits = (absorbs && self.vocab.plain[i])
+                let fits = (plain_fits && self.vocab.plain[i])
                     || (self.vocab.get(id))
                         .is_some_and(|b| self.grammar.accept(after, &b[1..]).is_some());
                 if fits {
@@ -190,5 +193,38 @@ impl ToolConstraint {
             }
         }
         allowed
+    }
+}
+
+/// A constraint seen from one state, as speculative verification asks it: whether a
+/// token may follow a path of drafted tokens after that state, and the mask there.
+pub struct PathFilter<'a> {
+    /// The request's constraint.
+    pub constraint: &'a ToolConstraint,
+    /// The state the paths start from (after the step's root token).
+    pub state: GrammarState,
+    /// The request's stop tokens.
+    pub stops: &'a [u32],
+}
+
+impl PathFilter<'_> {
+    fn after(&self, path: &[u32]) -> Option<GrammarState> {
+        (path.iter()).try_fold(self.state, |s, &t| self.constraint.accept(s, t, self.stops))
+    }
+}
+
+impl RowFilter for PathFilter<'_> {
+    fn allows(&mut self, path: &[u32], token: u32) -> bool {
+        (self.after(path)).is_some_and(|s| self.constraint.accept(s, token, self.stops).is_some())
+    }
+
+    fn mask(&mut self, path: &[u32], row: &mut [f32]) -> usize {
+        match self.after(path) {
+            Some(s) => self.constraint.mask(s, row, self.stops),
+            None => {
+                row.fill(f32::NEG_INFINITY);
+                0
+            }
+        }
     }
 }
