@@ -185,3 +185,17 @@ fn speculation_under_the_constraint_is_lossless() {
         }
     }
 }
+
+/// Each token's bytes, as the constraint reads them, spell exactly the text it encodes:
+/// byte-level symbols, split UTF-8 characters and added tokens alike.
+#[test]
+fn token_bytes_spell_the_encoded_text() {
+    let d = demo();
+    let text = "<tool_call>\n<function=café_☕>\n  ünïcode 🚀 tabs\there\n</tool_call><|im_end|>";
+    let ids = d.tokenizer.encode(text).unwrap();
+    let spelled: Vec<u8> = (ids.iter())
+        .flat_map(|&id| d.vocab.get(id).unwrap().to_vec())
+        .collect();
+    assert_eq!(String::from_utf8(spelled).unwrap(), text);
+    assert_eq!(d.vocab.len(), d.tokenizer.token_bytes().len());
+}

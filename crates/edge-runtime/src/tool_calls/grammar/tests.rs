@@ -160,41 +160,38 @@ fn nested_schemas_are_followed() {
 #[test]
 fn rejects_what_the_schema_forbids() {
     let g = grammar();
-    let bad = [
-        call("convert_money", &REQUIRED), // unknown function
-        call("convert_currency", &with(&[("amount", "3")])), // repeated parameter
-        call("convert_currency", &with(&[("colour", "red")])), // undeclared parameter
-        call("convert_currency", &REQUIRED[..2]), // a required one missing
-        call("convert_currency", &with(&[("round", "5.5")])),
-        call("convert_currency", &with(&[("round", "05")])),
-        call("convert_currency", &with(&[("round", "-0")])),
-        call(
-            "convert_currency",
-            &with(&[("round", "1234567890123456789")]),
-        ),
-        call("convert_currency", &with(&[("strict", "yes")])),
-        call("convert_currency", &with(&[("strict", "True")])),
-        call("convert_currency", &with(&[("mode", "slow")])),
-        call("convert_currency", &with(&[("mode", "fas")])),
-        call("convert_currency", &with(&[("tags", "a, b")])),
-        call("convert_currency", &with(&[("tags", "[1,]")])),
-        call("convert_currency", &with(&[("tags", "[1] ")])),
-        call("convert_currency", &with(&[("options", "[]")])),
-        call("convert_currency", &with(&[("options", "{\"a\" 1}")])),
-        call(
-            "convert_currency",
-            &with(&[("options", "{\"a\": \"\u{1}\"}")]),
-        ),
-        call("convert_currency", &with(&[("limit", "nul")])),
-        call("convert_currency", &with(&[("amount2", "1e999")])),
-        call("convert_units", &[("value", "1e999")]),
-        call("convert_units", &[("value", "abc")]),
-        call("convert_units", &[("value", "1.")]),
-        call("convert_units", &[("value", "x </tool_call>")]),
-        call("convert_currency", &with(&[("tags", "[\"<tool_call>\"]")])),
-        call("convert_currency", &with(&[("tags", "[\"</parameter>\"]")])),
-        call("convert_currency", &with(&[("limit", "1.5")])),
+    // One extra argument of convert_currency (beside the required ones) each.
+    let bad_extra = [
+        ("amount", "3"),   // repeated parameter
+        ("colour", "red"), // undeclared parameter
+        ("amount2", "1e999"),
+        ("round", "5.5"),
+        ("round", "05"),
+        ("round", "-0"),
+        ("round", "1234567890123456789"),
+        ("strict", "yes"),
+        ("strict", "True"),
+        ("mode", "slow"),
+        ("mode", "fas"),
+        ("tags", "a, b"),
+        ("tags", "[1,]"),
+        ("tags", "[1] "),
+        ("tags", "[\"<tool_call>\"]"),
+        ("tags", "[\"</parameter>\"]"),
+        ("options", "[]"),
+        ("options", "{\"a\" 1}"),
+        ("options", "{\"a\": \"\u{1}\"}"),
+        ("limit", "nul"),
+        ("limit", "1.5"),
     ];
+    let mut bad: Vec<String> = (bad_extra.iter())
+        .map(|&p| call("convert_currency", &with(&[p])))
+        .collect();
+    bad.push(call("convert_money", &REQUIRED)); // unknown function
+    bad.push(call("convert_currency", &REQUIRED[..2])); // a required one missing
+    for value in ["1e999", "abc", "1.", "x </tool_call>"] {
+        bad.push(call("convert_units", &[("value", value)]));
+    }
     for text in &bad {
         assert!(!accepts(&g, text), "accepted:\n{text}");
     }
