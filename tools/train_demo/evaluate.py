@@ -164,6 +164,24 @@ def no_call(rows):
     return {"n": len(nc), "answered_without_call_rate": (sum(not r["gen_call"] for r in nc) / len(nc)) if nc else None}
 
 
+def call_metrics(rows):
+    """The tool-call part of eval.json from scored rows (score_calls plus "kind")."""
+    groups = {g: [r for r in rows if r["group"] == g] for g in ("bash", "typed_seen", "procedural_heldout")}
+    held = groups["procedural_heldout"]
+    return {
+        # Tools seen in training (bash and the hand-written typed tools; new requests and values).
+        "tool_calls": aggregate(groups["bash"] + groups["typed_seen"]),
+        # Procedural tools whose names and schemas never occur in training.
+        "heldout_tools": {**aggregate(held),
+                          # offered tools do not fit the request, or no tool is needed (proc_nofit, proc_chat)
+                          "no_call_when_no_tool_fits": no_call([r for r in held if r["kind"] in ("proc_nofit", "proc_chat")])},
+        "tool_calls_all": aggregate(rows),
+        "tool_calls_by_group": {g: aggregate(v) for g, v in groups.items()},
+        "no_call_turns": {**no_call(rows), "by_group": {g: no_call(v) for g, v in groups.items()}},
+        "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
+    }
+
+
 # ----------------------------------------------------------------------------- speculation
 
 
@@ -313,24 +331,10 @@ def main():
                 agree["mtp_asst"][0] += ok
                 agree["mtp_asst"][1] += 1
 
-    groups = {}
-    for g in ("bash", "typed_seen", "procedural_heldout"):
-        groups[g] = [r for r in rows if r["group"] == g]
-    seen_rows = groups["bash"] + groups["typed_seen"]
-    held = groups["procedural_heldout"]
     res = {
         "model": args.model,
         "heldout_prompts": len(rows),
-        # Tools seen in training (bash and the hand-written typed tools; new requests and values).
-        "tool_calls": aggregate(seen_rows),
-        # Procedural tools whose names and schemas never occur in training.
-        "heldout_tools": {**aggregate(held),
-                          # offered tools do not fit the request, or no tool is needed (proc_nofit, proc_chat)
-                          "no_call_when_no_tool_fits": no_call([r for r in held if r["kind"] in ("proc_nofit", "proc_chat")])},
-        "tool_calls_all": aggregate(rows),
-        "tool_calls_by_group": {g: aggregate(v) for g, v in groups.items()},
-        "no_call_turns": {**no_call(rows), "by_group": {g: no_call(v) for g, v in groups.items()}},
-        "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
+        **call_metrics(rows),
         "mtp_teacher_forced": {
             "conversations": min(args.mtp_convs, len(recs)),
             "mtp_top1_agreement_assistant_tokens": agree["mtp_asst"][0] / max(1, agree["mtp_asst"][1]),

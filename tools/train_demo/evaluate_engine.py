@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from evaluate import IM_END, aggregate, build_items, no_call, score_calls
+from evaluate import IM_END, build_items, call_metrics, score_calls
 
 
 def run_engine(binary, model, items, ids, max_new_tokens, constrained, engine_args=()):
@@ -49,15 +49,8 @@ def summarize(items, replies):
         r = score_calls(rep["text"].split(IM_END)[0], it)
         r["kind"] = it["kind"]
         rows.append(r)
-    groups = {g: [r for r in rows if r["group"] == g] for g in ("bash", "typed_seen", "procedural_heldout")}
-    held = groups["procedural_heldout"]
     return {
-        "tool_calls": aggregate(groups["bash"] + groups["typed_seen"]),
-        "heldout_tools": {**aggregate(held),
-                          "no_call_when_no_tool_fits": no_call([r for r in held if r["kind"] in ("proc_nofit", "proc_chat")])},
-        "tool_calls_by_group": {g: aggregate(v) for g, v in groups.items()},
-        "no_call_turns": no_call(rows),
-        "call_decision_accuracy": sum(r["gen_call"] == r["ref_call"] for r in rows) / max(1, len(rows)),
+        **call_metrics(rows),
         "generated_tokens": sum(rep["generated_tokens"] for rep in replies),
         # decode forwards of the target (the first token comes from the prefill)
         "target_forwards": sum(rep["target_forwards"] for rep in replies),
@@ -95,7 +88,7 @@ def main():
         print(mode, json.dumps(res[mode]["heldout_tools"]), flush=True)
         examples += [{"mode": mode, "id": it["id"], "kind": it["kind"], "generated": rep["text"],
                       "reference": {k: v for k, v in it["ref"].items() if k != "role"}}
-                     for it, rep in list(zip(items, replies)) if it["kind"].startswith("proc_")][:6]
+                     for it, rep in zip(items, replies) if it["kind"].startswith("proc_")][:6]
     res["seconds"] = round(time.time() - t0, 1)
     res["examples"] = examples
     out = args.out or os.path.join(args.model, "eval_engine.json")

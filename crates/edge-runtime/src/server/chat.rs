@@ -296,11 +296,12 @@ pub fn messages(body: &Map<String, Value>) -> Result<Value, ApiError> {
     Ok(Value::Array(out))
 }
 
-/// The tools to render, after `tool_choice`.
-pub fn tools(body: &Map<String, Value>) -> Result<Option<Value>, ApiError> {
+/// The tools to render, after `tool_choice`, and whether `tool_choice` asks for a call
+/// (`required` or a named function).
+pub fn tools(body: &Map<String, Value>) -> Result<(Option<Value>, bool), ApiError> {
     let tools = match body.get("tools") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(t)) if t.is_empty() => return Ok(None),
+        None | Some(Value::Null) => return Ok((None, false)),
+        Some(Value::Array(t)) if t.is_empty() => return Ok((None, false)),
         Some(Value::Array(t)) => t.clone(),
         Some(_) => {
             return Err(ApiError::bad_request(
@@ -322,10 +323,11 @@ pub fn tools(body: &Map<String, Value>) -> Result<Option<Value>, ApiError> {
         ));
     }
     match body.get("tool_choice") {
-        None | Some(Value::Null) => Ok(Some(Value::Array(tools))),
+        None | Some(Value::Null) => Ok((Some(Value::Array(tools)), false)),
         Some(Value::String(s)) => match s.as_str() {
-            "auto" | "required" => Ok(Some(Value::Array(tools))),
-            "none" => Ok(None),
+            "auto" => Ok((Some(Value::Array(tools)), false)),
+            "required" => Ok((Some(Value::Array(tools)), true)),
+            "none" => Ok((None, false)),
             other => Err(ApiError::bad_request(
                 format!(
                     "unknown tool_choice `{other}` (expected auto, none, required or a function)"
@@ -351,7 +353,7 @@ pub fn tools(body: &Map<String, Value>) -> Result<Option<Value>, ApiError> {
                     Some("tool_choice"),
                 ));
             }
-            Ok(Some(Value::Array(chosen)))
+            Ok((Some(Value::Array(chosen)), true))
         }
     }
 }
@@ -360,7 +362,7 @@ pub fn tools(body: &Map<String, Value>) -> Result<Option<Value>, ApiError> {
 /// marked as reuse points) and tokenized.
 pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
     let messages = messages(body)?;
-    let tools = tools(body)?;
+    let (tools, must_call) = tools(body)?;
     let thinking = body
         .get("chat_template_kwargs")
         .and_then(|k| k.get("enable_thinking"))
@@ -374,12 +376,6 @@ pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
             .render_marked(&messages, tools.as_ref(), true, thinking)?;
     let (ids, reuse_points) = state.inner.tokenizer.encode_marked(&text, &ends)?;
     check_context(state, ids.len())?;
-    let must_call = tools.is_some()
-        && match body.get("tool_choice") {
-            Some(Value::String(s)) => s == "required",
-            Some(Value::Object(_)) => true,
-            _ => false,
-        };
     Ok(Prompt {
         text,
         ids,

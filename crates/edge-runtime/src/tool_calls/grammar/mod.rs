@@ -43,9 +43,10 @@ mod rules;
 mod tests;
 mod vocab;
 
-pub use vocab::{PathFilter, TokenBytes, ToolConstraint, check_constrainable};
+pub use vocab::{PathFilter, TokenBytes, ToolConstraint};
 
-use crate::{Result, RuntimeError};
+use super::ToolCallFormat;
+use crate::{ChatTemplate, Result, RuntimeError};
 use json::{Json, JsonStep};
 use lexers::Number;
 use nodes::Nodes;
@@ -82,6 +83,19 @@ impl Fixed {
             Fixed::NameEnd | Fixed::ValueHead => b"\n",
             Fixed::ParamClose => b"\n</parameter>\n",
         }
+    }
+}
+
+/// Checks that `template` writes tool calls in the XML format the grammar follows
+/// (a template that does not say is taken to, as the parser takes it).
+pub fn check_constrainable(template: &ChatTemplate) -> Result<()> {
+    match template.tool_call_format() {
+        Some(ToolCallFormat::Json) => Err(RuntimeError::InvalidRequest(
+            "constrained tool calls follow the XML call format (Qwen3.5/3.6); this chat \
+             template writes JSON calls"
+                .into(),
+        )),
+        Some(ToolCallFormat::Xml) | None => Ok(()),
     }
 }
 

@@ -2,8 +2,8 @@
 //! a [`GrammarState`] allows next.
 
 use super::{GrammarState, ToolCallGrammar, is_plain};
-use crate::tool_calls::{ToolCallFormat, prompt_opens_reasoning};
-use crate::{ChatTemplate, Result, RuntimeError, Tokenizer};
+use crate::tool_calls::prompt_opens_reasoning;
+use crate::{Result, Tokenizer};
 use edge_spec::RowFilter;
 use serde_json::Value;
 use std::sync::Arc;
@@ -70,19 +70,6 @@ impl TokenBytes {
         let end = *self.ends.get(i)? as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         Some(&self.bytes[start..end])
-    }
-}
-
-/// Checks that `template` writes tool calls in the XML format the grammar follows
-/// (a template that does not say is taken to, as the parser takes it).
-pub fn check_constrainable(template: &ChatTemplate) -> Result<()> {
-    match template.tool_call_format() {
-        Some(ToolCallFormat::Json) => Err(RuntimeError::InvalidRequest(
-            "constrained tool calls follow the XML call format (Qwen3.5/3.6); this chat \
-             template writes JSON calls"
-                .into(),
-        )),
-        Some(ToolCallFormat::Xml) | None => Ok(()),
     }
 }
 
@@ -159,18 +146,15 @@ impl ToolConstraint {
     /// once, and where every plain token fits (inside a string value, outside calls)
     /// plain tokens are allowed without reading them.
     pub fn mask(&self, state: GrammarState, logits: &mut [f32], stops: &[u32]) -> usize {
-        // Everything starts rejected and the allowed ids are restored.
-        let original = logits.to_vec();
-        logits.fill(f32::NEG_INFINITY);
-        let mut allowed = 0;
-        if !state.in_call() {
-            // Ids without bytes change nothing outside calls.
-            let past = self.vocab.len().min(logits.len())..logits.len();
-            for i in (self.vocab.empty.iter().map(|&id| id as usize)).chain(past) {
-                if i < logits.len() {
-                    logits[i] = original[i];
-                    allowed += 1;
-                }
+        let (in_call, n) = (state.in_call(), logits.len());
+        // Which ids stay, decided bucket by bucket (a rejected first byte leaves its
+        // whole bucket out untouched), then one sequential pass over the row.
+        let mut keep = vec![false; n];
+        // Ids without bytes change nothing outside calls, and are never allowed in one.
+        let past = self.vocab.len().min(n)..n;
+        for i in (self.vocab.empty.iter().map(|&id| id as usize)).chain(past) {
+            if i < n {
+                keep[i] = !in_call;
             }
         }
         let plain_fits = self.grammar.accepts_plain(state);
@@ -178,21 +162,17 @@ impl ToolConstraint {
             let Some(after) = self.grammar.accept(state, &[first as u8]) else {
                 continue;
             };
-            for &id in ids {
-                let i = id as usize;
-                if i >= logits.len() || (state.in_call() && stops.contains(&id)) {
-                    continue;
-                }
-                let fits = (plain_fits && self.vocab.plain[i])
-                    || (self.vocab.get(id))
-                        .is_some_and(|b| self.grammar.accept(after, &b[1..]).is_some());
-                if fits {
-                    logits[i] = original[i];
-                    allowed += 1;
-                }
+            for i in ids.iter().map(|&id| id as usize).filter(|&i| i < n) {
+                keep[i] = !(in_call && stops.contains(&(i as u32)))
+                    && ((plain_fits && self.vocab.plain[i])
+                        || (self.vocab.get(i as u32))
+                            .is_some_and(|b| self.grammar.accept(after, &b[1..]).is_some()));
             }
         }
-        allowed
+        for (l, &k) in logits.iter_mut().zip(&keep) {
+            *l = if k { *l } else { f32::NEG_INFINITY };
+        }
+        keep.iter().filter(|&&k| k).count()
     }
 }
 
