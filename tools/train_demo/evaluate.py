@@ -93,6 +93,26 @@ def build_items(corpus_dir, tok, max_prompts, seed):
     return recs, items[:max_prompts]
 
 
+REPLY_TEXT_BYTES = 1500  # the reply budget in text: what 400 v1 tokens hold; the longest reference reply is 574 bytes
+
+
+def reply_budget(tok, recs, items, text_bytes=REPLY_TEXT_BYTES):
+    """max_new_tokens holding text_bytes of reply at this tokenizer's bytes per token on
+    the reference replies, so that a byte-level checkpoint gets as much text as a BPE one
+    (400 tokens of the v1 tokenizer, 1280 of the byte-level one, whose added tokens spell
+    the tags)."""
+    by_id = {r["id"]: r for r in recs}
+    n_bytes = n_tokens = 0
+    for it in items:
+        rec = by_id[it["id"]]
+        full = tok.apply_chat_template(rec["messages"][:it["turn"] + 1], tools=rec["tools"], tokenize=False,
+                                       enable_thinking=rec["enable_thinking"])
+        reply = full[len(it["prompt"]):]
+        n_bytes += len(reply.encode())
+        n_tokens += len(tok(reply)["input_ids"])
+    return max(1, round(text_bytes * n_tokens / max(1, n_bytes)))
+
+
 def score_calls(text, item):
     """Score one generated reply against the reference turn."""
     body = text.split("</think>")[-1] if "</think>" in text else text
@@ -248,7 +268,8 @@ def main():
     ap.add_argument("--corpus", required=True, help="directory with heldout.jsonl")
     ap.add_argument("--out", help="default: MODEL/eval.json")
     ap.add_argument("--max-prompts", type=int, default=200)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=0,
+                    help="reply budget in tokens (0: the tokens of 1500 bytes of reply text for this tokenizer)")
     ap.add_argument("--mtp-convs", type=int, default=100, help="held-out conversations for teacher-forced MTP agreement")
     ap.add_argument("--spec-k", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -264,7 +285,8 @@ def main():
     model = load_release(args.model)
     eos = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)]
     recs, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
-    print(f"{len(items)} held-out prompts", flush=True)
+    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs, items)
+    print(f"{len(items)} held-out prompts, at most {args.max_new_tokens} new tokens each", flush=True)
 
     rows, examples = [], []
     spec = {f"linear_k{k}": [0, 0] for k in range(1, args.spec_k + 1)}

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import time
 
-from evaluate import IM_END, build_items, call_metrics, score_calls
+from evaluate import IM_END, build_items, call_metrics, reply_budget, score_calls
 
 
 def run_engine(binary, model, items, ids, max_new_tokens, constrained, engine_args=()):
@@ -65,7 +65,8 @@ def main():
     ap.add_argument("--edge-llm", default="target/release/edge-llm", help="the CLI binary")
     ap.add_argument("--out", help="default: MODEL/eval_engine.json")
     ap.add_argument("--max-prompts", type=int, default=200)
-    ap.add_argument("--max-new-tokens", type=int, default=400)
+    ap.add_argument("--max-new-tokens", type=int, default=0,
+                    help="reply budget in tokens (0: evaluate.py's, the tokens of 1500 bytes of reply text)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="free,constrained")
     ap.add_argument("--engine-args", default="", help='more generate flags, e.g. "--spec linear --draft-steps 3"')
@@ -75,7 +76,8 @@ def main():
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(args.model)
-    _, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
+    recs, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
+    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs, items)
     ids = [tok(it["prompt"])["input_ids"] for it in items]
     res = {"model": args.model, "heldout_prompts": len(items),
            "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
