@@ -93,23 +93,24 @@ def build_items(corpus_dir, tok, max_prompts, seed):
     return recs, items[:max_prompts]
 
 
-REPLY_TEXT_BYTES = 1500  # the reply budget in text: what 400 v1 tokens hold; the longest reference reply is 574 bytes
+REPLY_TEXT_BYTES = 1500  # the reply budget in text: about what 400 v1 tokens hold; the longest reference reply is 574 bytes
 
 
-def reply_budget(tok, recs, items, text_bytes=REPLY_TEXT_BYTES):
+def reply_budget(tok, recs, text_bytes=REPLY_TEXT_BYTES):
     """max_new_tokens holding text_bytes of reply at this tokenizer's bytes per token on
-    the reference replies, so that a byte-level checkpoint gets as much text as a BPE one
-    (400 tokens of the v1 tokenizer, 1280 of the byte-level one, whose added tokens spell
-    the tags)."""
-    by_id = {r["id"]: r for r in recs}
+    every evaluated kind of reference reply (the assistant turns after each held-out
+    conversation's last user query), so that a byte-level checkpoint gets as much text
+    as a BPE one and the budget does not move with --max-prompts."""
     n_bytes = n_tokens = 0
-    for it in items:
-        rec = by_id[it["id"]]
-        full = tok.apply_chat_template(rec["messages"][:it["turn"] + 1], tools=rec["tools"], tokenize=False,
-                                       enable_thinking=rec["enable_thinking"])
-        reply = full[len(it["prompt"]):]
-        n_bytes += len(reply.encode())
-        n_tokens += len(tok(reply)["input_ids"])
+    for rec in recs:
+        msgs = rec["messages"]
+        lq = max(i for i, m in enumerate(msgs) if m["role"] == "user")
+        for i in (i for i, m in enumerate(msgs) if m["role"] == "assistant" and i > lq):
+            render = dict(tools=rec["tools"], tokenize=False, enable_thinking=rec["enable_thinking"])
+            prompt = tok.apply_chat_template(msgs[:i], add_generation_prompt=True, **render)
+            reply = tok.apply_chat_template(msgs[:i + 1], **render)[len(prompt):]
+            n_bytes += len(reply.encode())
+            n_tokens += len(tok(reply)["input_ids"])
     return max(1, round(text_bytes * n_tokens / max(1, n_bytes)))
 
 
@@ -285,7 +286,7 @@ def main():
     model = load_release(args.model)
     eos = [tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT)]
     recs, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
-    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs, items)
+    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs)
     print(f"{len(items)} held-out prompts, at most {args.max_new_tokens} new tokens each", flush=True)
 
     rows, examples = [], []

@@ -77,7 +77,7 @@ def main():
 
     tok = AutoTokenizer.from_pretrained(args.model)
     recs, items = build_items(args.corpus, tok, args.max_prompts, args.seed)
-    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs, items)
+    args.max_new_tokens = args.max_new_tokens or reply_budget(tok, recs)
     ids = [tok(it["prompt"])["input_ids"] for it in items]
     res = {"model": args.model, "heldout_prompts": len(items),
            "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
