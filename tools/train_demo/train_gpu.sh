@@ -16,6 +16,7 @@
 # Environment (defaults in brackets):
 #   PY          python with torch, transformers, tokenizers, safetensors [python3]
 #   DEVICE      torch device [cuda]
+#   THREADS     CPU threads for torch [8]; 2 for the CPU run on 2 cores
 #   PHASE1_MIN  minutes of phase 1 [2.5]
 #   PHASE2_MIN  minutes of phase 2 [4.5]
 #   TOKENS      padded tokens per corpus batch [49152]
@@ -30,6 +31,7 @@ OUT_DIR="${1:?usage: train_gpu.sh OUT_DIR}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${PY:-python3}"
 DEVICE="${DEVICE:-cuda}"
+THREADS="${THREADS:-8}"
 PHASE1_MIN="${PHASE1_MIN:-2.5}"
 PHASE2_MIN="${PHASE2_MIN:-4.5}"
 TOKENS="${TOKENS:-49152}"
@@ -46,7 +48,7 @@ echo "== corpus ($N_TRAIN conversations) and byte-level tokenizer -> $WORK"
 "$PY" "$HERE/train_tokenizer.py" --corpus "$WORK/corpus/train.jsonl" --out "$WORK/tokenizer" --vocab-size 265
 echo "== ready after $(($(date +%s) - start)) s"
 
-common=(--device "$DEVICE" --threads 8 --corpus "$WORK/corpus" --tokenizer "$WORK/tokenizer" --hidden 128
+common=(--device "$DEVICE" --threads "$THREADS" --corpus "$WORK/corpus" --tokenizer "$WORK/tokenizer" --hidden 128
   --max-len 6144 --tokens-per-step "$TOKENS" --steps 1000000 --induction-every 4
   --induction-alphabet identifiers)
 echo "== phase 1: FFN 384, the lookup first ($PHASE1_MIN min)"
