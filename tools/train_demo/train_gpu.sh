@@ -2,6 +2,8 @@
 # The demo recipe's longer run on one GPU (issue 23), sized for one 10-minute device call.
 #
 #   tools/train_demo/train_gpu.sh OUT_DIR
+#   DEVICE=cpu THREADS=2 TOKENS=6144 PHASE1_MIN=25 PHASE2_MIN=100 tools/train_demo/train_gpu.sh OUT_DIR
+#     (the same recipe on 2 CPU cores: how models/demo-v2 was trained)
 #
 # Generates the copy-drill corpus and the byte-level tokenizer in a temp dir, then trains
 # in two phases with train.py on the GPU:
