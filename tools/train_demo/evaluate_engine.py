@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="free,constrained")
     ap.add_argument("--engine-args", default="", help='more generate flags, e.g. "--spec linear --draft-steps 3"')
+    ap.add_argument("--replies-out", help="also write every held-out-tool reply (both modes) to this JSONL file, "
+                                          "for reading the misses")
     args = ap.parse_args()
     t0 = time.time()
 
@@ -82,7 +84,7 @@ def main():
     res = {"model": args.model, "heldout_prompts": len(items),
            "settings": {"max_prompts": args.max_prompts, "max_new_tokens": args.max_new_tokens, "seed": args.seed,
                         "engine_args": args.engine_args}}
-    examples = []
+    examples, all_replies = [], []
     for mode in args.modes.split(","):
         replies = run_engine(args.edge_llm, args.model, items, ids, args.max_new_tokens, mode == "constrained",
                              args.engine_args.split())
@@ -91,12 +93,19 @@ def main():
         examples += [{"mode": mode, "id": it["id"], "kind": it["kind"], "generated": rep["text"],
                       "reference": {k: v for k, v in it["ref"].items() if k != "role"}}
                      for it, rep in zip(items, replies) if it["kind"].startswith("proc_")][:6]
+        all_replies += [{"mode": mode, "id": it["id"], "turn": it["turn"], "kind": it["kind"],
+                         "offered": [t["function"]["name"] for t in it["tools"]], "generated": rep["text"],
+                         "reference": [c["function"]["name"] for c in it["ref"].get("tool_calls") or []]}
+                        for it, rep in zip(items, replies) if it["kind"].startswith("proc_")]
     res["seconds"] = round(time.time() - t0, 1)
     res["examples"] = examples
     out = args.out or os.path.join(args.model, "eval_engine.json")
     with open(out, "w") as f:
         json.dump(res, f, indent=2)
         f.write("\n")
+    if args.replies_out:
+        with open(args.replies_out, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in all_replies)
     print(json.dumps({k: v for k, v in res.items() if k != "examples"}, indent=2))
     print(f"wrote {out}")
 
