@@ -90,13 +90,13 @@ def main():
                              args.engine_args.split())
         res[mode] = summarize(items, replies)
         print(mode, json.dumps(res[mode]["heldout_tools"]), flush=True)
+        heldout = [(it, rep) for it, rep in zip(items, replies) if it["kind"].startswith("proc_")]
         examples += [{"mode": mode, "id": it["id"], "kind": it["kind"], "generated": rep["text"],
-                      "reference": {k: v for k, v in it["ref"].items() if k != "role"}}
-                     for it, rep in zip(items, replies) if it["kind"].startswith("proc_")][:6]
+                      "reference": {k: v for k, v in it["ref"].items() if k != "role"}} for it, rep in heldout[:6]]
         all_replies += [{"mode": mode, "id": it["id"], "turn": it["turn"], "kind": it["kind"],
                          "offered": [t["function"]["name"] for t in it["tools"]], "generated": rep["text"],
                          "reference": [c["function"]["name"] for c in it["ref"].get("tool_calls") or []]}
-                        for it, rep in zip(items, replies) if it["kind"].startswith("proc_")]
+                        for it, rep in heldout]
     res["seconds"] = round(time.time() - t0, 1)
     res["examples"] = examples
     out = args.out or os.path.join(args.model, "eval_engine.json")
