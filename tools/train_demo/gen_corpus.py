@@ -13,13 +13,15 @@ Three families of conversations (the generators live in corpus/):
   boolean, enum, array and object parameters, parallel and sequential calls, no-tool turns);
 * copy drills, training split only and opt-in (`--mix ...,copy=0.15`;
   corpus/copy_drills.py: lists of made-up words, identifiers, numbers and codes to repeat,
-  and ids to echo).
+  and ids to echo);
+* distractor-heavy procedural turns, training split only and opt-in (`--mix ...,distract=W`;
+  3-8 tools, every distractor sharing the target's verb or entity).
 
 Each output line is one conversation: ``tools`` (OpenAI format), ``messages``,
 ``enable_thinking`` (False: every reasoning_content is empty, the model's default mode),
 ``text`` (rendered by chatfmt.render, identical to the chat template) and ``spans``
 (character ranges of the assistant turns to train on, i.e. those after the last user
-query), plus ``kind`` (``proc_*``, ``bash_*``, ``typed_*`` or ``copy_*``).
+query), plus ``kind`` (``proc_*``, ``distract_*``, ``bash_*``, ``typed_*`` or ``copy_*``).
 
 The held-out split uses seed + 1000003. Its procedural tools come from the held-out
 vocabulary (corpus/vocab.py); after writing both splits the generator asserts that no
@@ -44,14 +46,14 @@ from chatfmt import render  # noqa: E402
 from corpus.bash_agent import bash_conversation  # noqa: E402
 from corpus.copy_drills import copy_conversation  # noqa: E402
 from corpus.disjoint import SplitTracker, check_vocab  # noqa: E402
-from corpus.procedural_convs import proc_conversation  # noqa: E402
+from corpus.procedural_convs import distractor_conversation, proc_conversation  # noqa: E402
 from corpus.typed_base import TOOLS  # noqa: E402
 from corpus.typed_convs import typed_conversation  # noqa: E402
 
 FAMILIES = {"proc": proc_conversation, "bash": bash_conversation, "typed": typed_conversation,
-            "copy": copy_conversation}
+            "copy": copy_conversation, "distract": distractor_conversation}
 DEFAULT_MIX = "proc=0.5,bash=0.3,typed=0.2"  # copy drills are opt-in: --mix ...,copy=0.15
-TRAIN_ONLY = {"copy"}  # families the held-out split leaves out
+TRAIN_ONLY = {"copy", "distract"}  # families the held-out split leaves out
 
 
 def parse_mix(s):
@@ -127,7 +129,7 @@ def main():
     ap.add_argument("--heldout-seed", type=int, default=None, help="default: seed + 1000003")
     ap.add_argument("--n-train", type=int, default=20000)
     ap.add_argument("--n-heldout", type=int, default=300)
-    ap.add_argument("--mix", default=DEFAULT_MIX, help="family weights (proc, bash, typed, copy; copy is training only)")
+    ap.add_argument("--mix", default=DEFAULT_MIX, help="family weights (proc, bash, typed, copy, distract; copy and distract are training only)")
     args = ap.parse_args()
     generate(args.out, args.seed, args.heldout_seed, args.n_train, args.n_heldout, args.mix)
 

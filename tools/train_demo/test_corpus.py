@@ -8,7 +8,10 @@
   converted by the schema they equal the original values (integers unquoted, booleans
   true/false, arrays and objects as JSON), and they are valid for the schema;
 * the mix and the shapes the issue asks for occur: 1-8 tools, 0-6 parameters, every JSON
-  type, the three name styles, calls and no-call turns.
+  type, the three name styles, calls and no-call turns;
+* the training-only ``distract`` family leaves the held-out split unchanged, offers 3-8
+  tools, and most of its distractors share a name word with the target (far more than
+  the ordinary procedural turns' distractors do).
 """
 
 from __future__ import annotations
@@ -54,6 +57,35 @@ def check_roundtrip(rec):
     return n
 
 
+def similar_share(convs):
+    """Fraction of distractors sharing a name word with the first call's tool."""
+    shared = total = 0
+    for r in convs:
+        calls = [tc["function"]["name"] for m in r["messages"] for tc in m.get("tool_calls") or []]
+        if not calls:
+            continue
+        target = set(W.words_of(calls[0]))
+        for t in r["tools"]:
+            name = t["function"]["name"]
+            if name not in calls:
+                total += 1
+                shared += bool(target & set(W.words_of(name)))
+    return shared / max(total, 1)
+
+
+def check_distract(d, held_ref, proc):
+    """The distract family: held-out split unchanged, 3-8 tools, similar-named distractors."""
+    generate(d, 1234, None, 600, N_HELD, mix="proc=0.4,bash=0.24,typed=0.16,distract=0.2", log=lambda *_: None)
+    assert filecmp.cmp(os.path.join(d, "heldout.jsonl"), held_ref, shallow=False), "distract changed the held-out split"
+    hard = [r for r in load(os.path.join(d, "train.jsonl")) if r["kind"].startswith("distract_")]
+    assert hard and all(len(r["tools"]) >= 2 for r in hard)
+    assert sum(len(r["tools"]) >= 3 for r in hard) / len(hard) > 0.9
+    hard_share, proc_share = similar_share(hard), similar_share(proc)
+    assert hard_share > 0.8 and hard_share > proc_share + 0.2, (hard_share, proc_share)
+    print(f"distract: {len(hard)} conversations, {hard_share:.0%} of distractors share a name word with the "
+          f"target (ordinary procedural turns: {proc_share:.0%}); held-out split unchanged")
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         a, b = os.path.join(d, "a"), os.path.join(d, "b")
@@ -64,6 +96,8 @@ def main():
             assert filecmp.cmp(os.path.join(a, f"{split}.jsonl"), os.path.join(b, f"{split}.jsonl"), shallow=False), split
         print("reproducible: two runs with seed 1234 are byte-identical")
         train, held = load(os.path.join(a, "train.jsonl")), load(os.path.join(a, "heldout.jsonl"))
+        proc = [r for r in train if r["kind"].startswith("proc_")]
+        check_distract(os.path.join(d, "c"), os.path.join(a, "heldout.jsonl"), proc)
 
     train_ids = set().union(*(identifiers(t) for r in train for t in r["tools"]))
     train_words = {w for i in train_ids for w in W.words_of(i)}
@@ -79,7 +113,6 @@ def main():
     n_calls = sum(check_roundtrip(r) for r in train + held)
     print(f"round trip: {n_calls} calls render, parse and convert back to their schema-valid arguments")
 
-    proc = [r for r in train if r["kind"].startswith("proc_")]
     n_tools = {len(r["tools"]) for r in proc}
     n_params = {len(t["function"]["parameters"]["properties"]) for r in proc for t in r["tools"]}
     types = {(s.get("type"), "enum" in s) for r in proc for t in r["tools"]

@@ -6,6 +6,11 @@ Kinds: ``single`` (call, result, answer), ``parallel`` (two calls in one turn),
 offered but none does what is asked: answer without a call) and ``chat`` (a general
 question with tools offered: answer directly). The held-out split draws every tool,
 target and distractor, from the held-out vocabulary.
+
+``distractor_conversation`` is the hard variant (the ``distract`` family of gen_corpus.py,
+training only): 3-8 tools whose distractors all share the target's verb or entity, so the
+right tool must be told from the request's verb *and* object, the choice the model gets
+wrong most often on held-out tools.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from .procedural_tools import make_tool, similar_tools, vocab
 KINDS = ["single", "parallel", "followup", "nofit", "chat"]
 KIND_W = [58, 8, 12, 12, 10]
 N_TOOLS_W = [20, 20, 18, 14, 10, 8, 5, 5]  # weights of 1..8 tools per request
+HARD_KIND_W = [62, 10, 16, 12, 0]  # no chat turns: they offer nothing to choose between
+HARD_N_TOOLS_W = [0, 0, 16, 18, 18, 16, 16, 16]
 MAX_TOOLS_CHARS = 3200  # drop distractors beyond this much tool JSON (bounds a conversation's tools block)
 
 
@@ -26,11 +33,12 @@ def _call(tool, args):
     return {"type": "function", "function": {"name": tool.name, "arguments": args}}
 
 
-def _tool_list(r, v, targets, n_tools, nofit=None):
-    """targets plus distractors (half with similar names), targets at random positions."""
+def _tool_list(r, v, targets, n_tools, nofit=None, hard=False):
+    """targets plus distractors (half with similar names, all when `hard`), targets at
+    random positions."""
     anchor = nofit or targets[0]
     k = max(0, n_tools - len(targets))
-    n_sim = (k + 1) // 2 if r.random() < 0.8 else 0
+    n_sim = k if hard else (k + 1) // 2 if r.random() < 0.8 else 0
     tools = similar_tools(r, v, anchor, n_sim)
     taken = {t.name for t in tools + targets} | ({nofit.name} if nofit else set())
     keys = {t.key() for t in targets} | ({nofit.key()} if nofit else set())
@@ -50,12 +58,17 @@ def _tool_list(r, v, targets, n_tools, nofit=None):
     return tools
 
 
-def proc_conversation(r, split):
+def distractor_conversation(r, split):
+    """A conversation whose distractors all have names like the target's."""
+    return proc_conversation(r, split, hard=True)
+
+
+def proc_conversation(r, split, hard=False):
     """One conversation; returns None when a draw is unusable (the caller redraws)."""
     v = vocab(split)
     think = r.random() < 0.5
-    kind = r.choices(KINDS, KIND_W)[0]
-    n_tools = r.choices(range(1, 9), N_TOOLS_W)[0]
+    kind = r.choices(KINDS, HARD_KIND_W if hard else KIND_W)[0]
+    n_tools = r.choices(range(1, 9), HARD_N_TOOLS_W if hard else N_TOOLS_W)[0]
     first = make_tool(r, v)
     targets, nofit = [first], None
     if kind in ("parallel", "followup"):
@@ -66,7 +79,7 @@ def proc_conversation(r, split):
         n_tools = max(n_tools, 2)
     if kind == "nofit":
         nofit, targets = first, []
-    tools = _tool_list(r, v, targets, n_tools, nofit)
+    tools = _tool_list(r, v, targets, n_tools, nofit, hard)
     if not tools:
         return None
     rz = (lambda s: s) if think else (lambda s: "")
@@ -112,5 +125,5 @@ def proc_conversation(r, split):
         messages.append({"role": "user", "content": q})
         messages.append({"role": "assistant", "content": a,
                          "reasoning_content": rz("This does not need any tool; I can answer directly.")})
-    return {"kind": f"proc_{kind}", "tools": [t.schema() for t in tools], "messages": messages,
+    return {"kind": f"{'distract' if hard else 'proc'}_{kind}", "tools": [t.schema() for t in tools], "messages": messages,
             "enable_thinking": think}
