@@ -15,7 +15,7 @@ Three families of conversations (the generators live in corpus/):
   corpus/copy_drills.py: lists of made-up words, identifiers, numbers and codes to repeat,
   and ids to echo);
 * distractor-heavy procedural turns, training split only and opt-in (`--mix ...,distract=W`;
-  3-8 tools, every distractor sharing the target's verb or entity).
+  3-8 tools, nearly every distractor sharing the target's verb or entity).
 
 Each output line is one conversation: ``tools`` (OpenAI format), ``messages``,
 ``enable_thinking`` (False: every reasoning_content is empty, the model's default mode),

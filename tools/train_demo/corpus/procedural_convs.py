@@ -8,9 +8,9 @@ question with tools offered: answer directly). The held-out split draws every to
 target and distractor, from the held-out vocabulary.
 
 ``distractor_conversation`` is the hard variant (the ``distract`` family of gen_corpus.py,
-training only): 3-8 tools whose distractors all share the target's verb or entity, so the
-right tool must be told from the request's verb *and* object, the choice the model gets
-wrong most often on held-out tools.
+training only): 3-8 tools whose distractors (all but a random tenth) share the target's
+verb or entity, so the right tool must be told from the request's verb *and* object, the
+choice the model gets wrong most often on held-out tools.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _tool_list(r, v, targets, n_tools, nofit=None, hard=False):
 
 
 def distractor_conversation(r, split):
-    """A conversation whose distractors all have names like the target's."""
+    """A conversation whose distractors nearly all have names like the target's."""
     return proc_conversation(r, split, hard=True)
 
 
