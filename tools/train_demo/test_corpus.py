@@ -80,9 +80,10 @@ def check_distract(d, held_ref, proc):
     hard = [r for r in load(os.path.join(d, "train.jsonl")) if r["kind"].startswith("distract_")]
     assert hard and all(len(r["tools"]) >= 2 for r in hard)
     assert sum(len(r["tools"]) >= 3 for r in hard) / len(hard) > 0.9
+    n_calls = sum(check_roundtrip(r) for r in hard)
     hard_share, proc_share = similar_share(hard), similar_share(proc)
     assert hard_share > 0.8 and hard_share > proc_share + 0.2, (hard_share, proc_share)
-    print(f"distract: {len(hard)} conversations, {hard_share:.0%} of distractors share a name word with the "
+    print(f"distract: {len(hard)} conversations ({n_calls} calls round-trip), {hard_share:.0%} of distractors share a name word with the "
           f"target (ordinary procedural turns: {proc_share:.0%}); held-out split unchanged")
 
 

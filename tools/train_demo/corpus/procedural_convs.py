@@ -25,7 +25,7 @@ KINDS = ["single", "parallel", "followup", "nofit", "chat"]
 KIND_W = [58, 8, 12, 12, 10]
 N_TOOLS_W = [20, 20, 18, 14, 10, 8, 5, 5]  # weights of 1..8 tools per request
 HARD_KIND_W = [62, 10, 16, 12, 0]  # no chat turns: they offer nothing to choose between
-HARD_N_TOOLS_W = [0, 0, 16, 18, 18, 16, 16, 16]
+HARD_N_TOOLS_W = [0, 0, 16, 18, 18, 16, 16, 16]  # 3..8 tools: always something to confuse
 MAX_TOOLS_CHARS = 3200  # drop distractors beyond this much tool JSON (bounds a conversation's tools block)
 
 
