@@ -70,8 +70,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="free,constrained")
     ap.add_argument("--engine-args", default="", help='more generate flags, e.g. "--spec linear --draft-steps 3"')
-    ap.add_argument("--replies-out", help="also write every held-out-tool reply (both modes) to this JSONL file, "
-                                          "for reading the misses")
+    ap.add_argument("--replies-out", help="also write every reply (each mode, with its kind: proc_* are the "
+                                          "held-out tools) to this JSONL file, for reading the misses")
     args = ap.parse_args()
     t0 = time.time()
 
@@ -96,7 +96,7 @@ def main():
         all_replies += [{"mode": mode, "id": it["id"], "turn": it["turn"], "kind": it["kind"],
                          "offered": [t["function"]["name"] for t in it["tools"]], "generated": rep["text"],
                          "reference": [c["function"]["name"] for c in it["ref"].get("tool_calls") or []]}
-                        for it, rep in heldout]
+                        for it, rep in zip(items, replies)]
     res["seconds"] = round(time.time() - t0, 1)
     res["examples"] = examples
     out = args.out or os.path.join(args.model, "eval_engine.json")
