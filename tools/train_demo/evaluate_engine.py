@@ -70,8 +70,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--modes", default="free,constrained")
     ap.add_argument("--engine-args", default="", help='more generate flags, e.g. "--spec linear --draft-steps 3"')
-    ap.add_argument("--replies-out", help="also write every reply (each mode, with its kind: proc_* are the "
-                                          "held-out tools) to this JSONL file, for reading the misses")
+    ap.add_argument("--replies-out", help="also write every reply (each mode, with its kind: proc_* for the "
+                                          "procedural tools) to this JSONL file, for reading the misses")
     args = ap.parse_args()
     t0 = time.time()
 
