@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -200,14 +201,23 @@ def save_release(model: DemoModel, out_dir: str, generation_config: dict | None 
 
 
 def load_grown(model: DemoModel, source: DemoModel) -> list[str]:
-    """Load `source` into `model`, whose MLPs may be wider (a larger `intermediate_size`).
+    """Load `source` into `model`, which may be wider (a larger `intermediate_size`) or deeper
+    (more decoder layers appended after `source`'s, in the same [lin, lin, lin, full] pattern).
 
     The extra gate/up rows keep `model`'s random initialisation and the extra down_proj
-    columns are zero, so the grown model computes exactly what `source` computes and the
-    new units start learning from the first step. Every other tensor must match in shape.
-    Returns the names of the grown tensors."""
+    columns are zero; an appended layer keeps its random initialisation except its output
+    projections (attention o_proj, GDN out_proj, MLP down_proj), which are zero, so it adds
+    nothing to the residual stream. Either way the grown model computes exactly what
+    `source` computes, and the new weights start learning from the first step (the zeroed
+    ones receive gradients through the random ones). Every other tensor must match in shape.
+    Returns the names of the grown or added tensors."""
+    n_src = source.config.num_hidden_layers
+    if model.config.layer_types[:n_src] != source.config.layer_types:
+        raise ValueError(f"cannot grow {source.config.layer_types} into {model.config.layer_types}: "
+                         "the source's layers must be a prefix of the target's")
     target, grown = model.state_dict(), []
-    for name, value in source.state_dict().items():
+    source_sd = source.state_dict()
+    for name, value in source_sd.items():
         dest = target[name]
         if dest.shape == value.shape:
             dest.copy_(value)
@@ -218,6 +228,15 @@ def load_grown(model: DemoModel, source: DemoModel) -> list[str]:
         if name.endswith("down_proj.weight"):
             dest.zero_()
         dest[: value.shape[0], : value.shape[1]].copy_(value)
+        grown.append(name)
+    for name, dest in target.items():
+        if name in source_sd:
+            continue
+        layer = re.match(r"lm\.model\.layers\.(\d+)\.", name)
+        if layer is None or int(layer.group(1)) < n_src:
+            raise ValueError(f"{name}: missing from the source checkpoint")
+        if name.endswith(("self_attn.o_proj.weight", "linear_attn.out_proj.weight", "mlp.down_proj.weight")):
+            dest.zero_()
         grown.append(name)
     model.load_state_dict(target, strict=True)
     return grown

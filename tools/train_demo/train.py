@@ -258,8 +258,9 @@ def main():
     ap.add_argument("--limit", type=int, default=None, help="use only the first N conversations")
     ap.add_argument("--init-from", default=None,
                     help="start from this release checkpoint (a continued run; use another --seed so the data order "
-                         "differs from the first run's); a larger --intermediate widens its MLPs, keeping "
-                         "what it computes (new units start with zero output weights)")
+                         "differs from the first run's); a larger --intermediate widens its MLPs and a larger "
+                         "--layers appends layers, keeping what it computes (new units and layers start with "
+                         "zero output weights)")
     # architecture
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--intermediate", type=int, default=768)
@@ -321,7 +322,8 @@ def main():
     model = DemoModel(cfg)
     if args.init_from:
         grown = load_grown(model, load_release(args.init_from))
-        print(f"initialised from {args.init_from}" + (f" ({len(grown)} MLP tensors widened to {args.intermediate})"
+        print(f"initialised from {args.init_from}" + (f" ({len(grown)} tensors grown or added: "
+                                                       f"FFN {args.intermediate}, {args.layers} layers)"
                                                        if grown else ""))
     model.to(device)
     assert model.lm.lm_head.weight is model.lm.model.embed_tokens.weight, "embeddings must be tied"
