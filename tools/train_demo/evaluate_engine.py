@@ -1,5 +1,6 @@
 """Tool-call metrics of a model served by the Rust engine, with and without constrained
-tool calls (`edge-llm generate --requests ... --constrain-tool-calls`).
+tool calls (`edge-llm generate --requests ... --tool-calls free|constrained`; the
+engine's default, `auto`, constrains them for this format).
 
 The prompts, scoring and rates are evaluate.py's (the same held-out turns for the same
 seed); the replies come from the engine instead of transformers, greedily. Writes
@@ -31,8 +32,7 @@ def run_engine(binary, model, items, ids, max_new_tokens, constrained, engine_ar
             f.write(json.dumps({"prompt_ids": p, "tools": it["tools"], "max_new_tokens": max_new_tokens}) + "\n")
         path = f.name
     cmd = [binary, "generate", "--model", model, "--requests", path, "--no-agent-defaults"]
-    if constrained:
-        cmd.append("--constrain-tool-calls")
+    cmd += ["--tool-calls", "constrained" if constrained else "free"]
     cmd += list(engine_args)
     try:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout

@@ -468,8 +468,9 @@ fn requests_file_text_prompts_reuse_through_the_chat_template() {
     assert!(err.contains("cached"), "the summary line: {err}");
 }
 
-/// A requests file's per-line `tools` are offered to its text prompt and, with
-/// `--constrain-tool-calls`, bound its calls: the held-out tool is called by name.
+/// A requests file's per-line `tools` are offered to its text prompt and bound its
+/// calls (by default, `--tool-calls auto`): the held-out tool is called by name. An
+/// unknown `--tool-calls` value is a usage error naming the choices.
 #[test]
 fn requests_file_lines_carry_their_tools() {
     let tools = std::fs::read_to_string(fixture_tools()).unwrap();
@@ -479,11 +480,14 @@ fn requests_file_lines_carry_their_tools() {
     let plain = r#"{"prompt": "Convert 20 EUR to JPY", "max_new_tokens": 4, "tools": []}"#;
     let lines = [line.to_string(), plain.to_string()];
     let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-    let (ok, out, err) = run_requests(&lines, &["--constrain-tool-calls"]);
+    let (ok, out, err) = run_requests(&lines, &[]);
     assert!(ok, "{err}");
     let text = out[0]["text"].as_str().unwrap();
     assert!(text.contains("<function=convert_currency>"), "{text}");
     assert!(out[1]["text"].is_string());
+    let (ok, _, err) = run_requests(&lines, &["--tool-calls", "always"]);
+    assert!(!ok);
+    assert!(err.contains("expected auto, constrained or free"), "{err}");
 }
 
 fn fixture_tools() -> std::path::PathBuf {

@@ -1,7 +1,7 @@
 //! The embedded demo model calls a tool it never saw in training
 //! (`tests/data/heldout_tool.json`: its name and parameter names are built from words
 //! the training corpus holds out), taking the values from the request; and with
-//! `--constrain-tool-calls` the engine keeps its call inside that tool's schema.
+//! `--tool-calls constrained` (the default) the engine keeps its call inside that tool's schema.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -32,7 +32,7 @@ fn generate(extra: &[&str]) -> String {
 /// model names a training tool instead: the ignored test below.)
 #[test]
 fn a_constrained_call_follows_the_unseen_tools_schema() {
-    let text = generate(&["--constrain-tool-calls"]);
+    let text = generate(&["--tool-calls", "constrained"]);
     assert!(
         text.contains("<tool_call>\n<function=convert_currency>\n"),
         "{text}"

@@ -9,7 +9,7 @@ use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::Backend;
 use edge_model::{ActivationMode, LoadOptions};
-use edge_runtime::tool_calls::{TokenBytes, ToolConstraint, check_constrainable};
+use edge_runtime::tool_calls::{TokenBytes, ToolCallPolicy, ToolConstraint};
 use edge_runtime::{
     ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
 };
@@ -34,8 +34,8 @@ pub struct GenerateArgs {
     /// A JSONL file of requests run in order through one engine (sharing its prefix
     /// cache): each line `{"prompt_ids": [...], "max_new_tokens": n}` or
     /// `{"prompt": "...", ...}`, optionally with `"reuse_points": [...]` and `"tools":
-    /// [...]` (offered to a text prompt, and constrained to with
-    /// --constrain-tool-calls). Prints one JSON object per line.
+    /// [...]` (offered to a text prompt, its calls constrained to them as --tool-calls
+    /// says). Prints one JSON object per line.
     #[arg(long, conflicts_with_all = ["prompt", "prompt_ids", "logits_out"])]
     pub requests: Option<PathBuf>,
     /// Tokenize --prompt as is, without the chat template.
@@ -52,10 +52,11 @@ pub struct GenerateArgs {
     /// offers a `bash` tool).
     #[arg(long)]
     pub tools: Option<PathBuf>,
-    /// Constrain tool calls to the offered tools (see `serve --constrain-tool-calls`);
-    /// in a --requests file, a line's `tools` are the ones offered.
-    #[arg(long)]
-    pub constrain_tool_calls: bool,
+    /// Tool calls: auto (constrained to the offered tools where the chat template
+    /// writes XML calls; see `serve --tool-calls`), constrained or free. In a
+    /// --requests file, a line's `tools` are the ones offered.
+    #[arg(long, default_value = "auto")]
+    pub tool_calls: ToolCallPolicy,
     /// Ignore the model's `agent_defaults.json`: no system message or tools unless
     /// given with --system / --tools.
     #[arg(long)]
@@ -149,31 +150,33 @@ impl PromptBuilder<'_> {
     }
 }
 
-/// Builds the tool-call constraints of `generate --constrain-tool-calls`: the
+/// Builds the tool-call constraints of `generate` (unless `--tool-calls free`): the
 /// vocabulary's bytes, read once.
 pub struct Constrainer {
     vocab: Arc<TokenBytes>,
 }
 
 impl Constrainer {
-    /// `None` unless `on`; needs the tokenizer, and a chat template (if any) that
-    /// writes XML calls.
+    /// `None` where `policy` leaves calls free: [`ToolCallPolicy::Free`], or
+    /// [`ToolCallPolicy::Auto`] without a tokenizer or with a chat template that
+    /// writes JSON calls. [`ToolCallPolicy::Constrained`] needs both.
     pub fn new(
-        on: bool,
+        policy: ToolCallPolicy,
         tokenizer: Option<&Tokenizer>,
         template: Option<&ChatTemplate>,
     ) -> Result<Option<Self>, CliError> {
-        if !on {
+        if !policy.constrains(template)? {
             return Ok(None);
         }
-        if let Some(t) = template {
-            check_constrainable(t)?;
-        }
-        let t = tokenizer.ok_or_else(|| {
-            CliError::Usage(
-                "--constrain-tool-calls needs tokenizer.json in the model directory".into(),
-            )
-        })?;
+        let t = match (tokenizer, policy) {
+            (Some(t), _) => t,
+            (None, ToolCallPolicy::Constrained) => {
+                return Err(CliError::Usage(
+                    "--tool-calls constrained needs tokenizer.json in the model directory".into(),
+                ));
+            }
+            (None, _) => return Ok(None),
+        };
         Ok(Some(Constrainer {
             vocab: Arc::new(TokenBytes::from_tokenizer(t)),
         }))
@@ -282,7 +285,7 @@ impl Job<'_> {
             prompts,
             tokenizer,
         } = self;
-        let constrainer = Constrainer::new(a.constrain_tool_calls, tokenizer, prompts.template)?;
+        let constrainer = Constrainer::new(a.tool_calls, tokenizer, prompts.template)?;
         if let Some(path) = &a.requests {
             let job = requests::RequestsJob {
                 base: &base,

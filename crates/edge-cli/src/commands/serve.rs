@@ -7,6 +7,7 @@ use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, LoadOptions};
 use edge_runtime::server::{ServerConfig, ServerState, serve};
+use edge_runtime::tool_calls::ToolCallPolicy;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -43,12 +44,14 @@ pub struct ServeArgs {
     /// Engine and cache settings.
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Constrain tool calls to the request's tools: once the model opens a call, only
-    /// an offered function, its declared parameters (each once, the required ones
-    /// all) and values of their types can follow; `tool_choice` `required` or a named
-    /// function forces a call. Speculation stays lossless under it.
-    #[arg(long)]
-    pub constrain_tool_calls: bool,
+    /// Tool calls of requests that offer tools: `constrained` (once the model opens a
+    /// call, only an offered function, its declared parameters, each once and the
+    /// required ones all, and values of their types can follow; `tool_choice`
+    /// `required` or a named function forces a call; speculation stays lossless
+    /// under it), `free` (parsed as written), or `auto`: constrained where the chat
+    /// template writes XML calls (Qwen3.5/3.6), free where it writes JSON ones.
+    #[arg(long, default_value = "auto")]
+    pub tool_calls: ToolCallPolicy,
 }
 
 /// Runs `serve` until SIGINT or SIGTERM.
@@ -63,7 +66,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         max_sequences: a.max_sequences,
         queue: a.queue,
         served_model_name: a.served_model_name.clone(),
-        constrain_tool_calls: a.constrain_tool_calls,
+        tool_calls: a.tool_calls,
     })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -93,8 +96,8 @@ pub struct StateArgs {
     pub queue: Option<usize>,
     /// The model name the API reports.
     pub served_model_name: Option<String>,
-    /// Constrain tool calls to the offered tools.
-    pub constrain_tool_calls: bool,
+    /// Whether tool calls are constrained to the offered tools.
+    pub tool_calls: ToolCallPolicy,
 }
 
 /// The engine, tokenizer and template `serve` runs on, started; `bench agentic`
@@ -143,8 +146,5 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
         context,
         eos,
     );
-    Ok(match a.constrain_tool_calls {
-        true => state.with_constrained_tool_calls()?,
-        false => state,
-    })
+    Ok(state.with_tool_call_policy(a.tool_calls)?)
 }

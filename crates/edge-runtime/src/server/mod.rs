@@ -10,9 +10,11 @@
 //! without HTTP.
 //!
 //! `tool_choice` `"required"` or naming a function renders the tools (only the named
-//! one) into the prompt; the model is not constrained to call one. With `"none"` the
-//! tools are left out of the prompt; a call the model writes anyway is still parsed
-//! into `tool_calls`.
+//! one) into the prompt; with constrained tool calls
+//! ([`ServerState::with_tool_call_policy`], which `edge-llm serve` applies by default)
+//! the reply must then open with a call, otherwise the model is only asked to. With
+//! `"none"` the tools are left out of the prompt; a call the model writes anyway is
+//! still parsed into `tool_calls`.
 
 mod chat;
 mod errors;
@@ -27,7 +29,7 @@ pub use errors::ApiError;
 pub use metrics::Metrics;
 pub use worker::Summary;
 
-use crate::tool_calls::{TokenBytes, check_constrainable};
+use crate::tool_calls::{TokenBytes, ToolCallPolicy, check_constrainable};
 use crate::{ChatTemplate, EngineHandle, Result, RuntimeError, Tokenizer};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -126,8 +128,8 @@ impl ServerState {
 
     /// The same state, constraining the tool calls of chat requests that offer tools
     /// to those tools ([`crate::tool_calls::grammar`]); `tool_choice` `required` or a
-    /// named function then also makes the reply open with a call. Like [`ServerState::with_body_limit`], meant for a state not yet
-    /// shared. Errors when the chat template writes calls in the JSON format (the
+    /// named function then also makes the reply open with a call. Like
+    /// [`ServerState::with_body_limit`], meant for a state not yet shared. Errors when the chat template writes calls in the JSON format (the
     /// grammar follows the XML one).
     pub fn with_constrained_tool_calls(self) -> Result<Self> {
         check_constrainable(&self.inner.template)?;
@@ -136,6 +138,17 @@ impl ServerState {
         Ok(ServerState {
             inner: Arc::new(inner),
         })
+    }
+
+    /// The same state under `policy`: [`ServerState::with_constrained_tool_calls`]
+    /// where the policy constrains with this state's template, else unchanged (so
+    /// [`ToolCallPolicy::Auto`] leaves a template that writes JSON calls free, and
+    /// [`ToolCallPolicy::Constrained`] makes it an error).
+    pub fn with_tool_call_policy(self, policy: ToolCallPolicy) -> Result<Self> {
+        match policy.constrains(Some(&self.inner.template))? {
+            true => self.with_constrained_tool_calls(),
+            false => Ok(self),
+        }
     }
 
     /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.

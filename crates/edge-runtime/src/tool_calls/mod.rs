@@ -93,7 +93,8 @@ mod types;
 
 pub use format::ToolCallFormat;
 pub use grammar::{
-    GrammarState, PathFilter, TokenBytes, ToolCallGrammar, ToolConstraint, check_constrainable,
+    GrammarState, PathFilter, TokenBytes, ToolCallGrammar, ToolCallPolicy, ToolConstraint,
+    check_constrainable,
 };
 pub use schema::ToolSchemas;
 pub use stream::ToolCallParser;

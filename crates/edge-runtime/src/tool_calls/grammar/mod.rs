@@ -38,11 +38,13 @@
 mod json;
 mod lexers;
 mod nodes;
+mod policy;
 mod rules;
 #[cfg(test)]
 mod tests;
 mod vocab;
 
+pub use policy::ToolCallPolicy;
 pub use vocab::{PathFilter, TokenBytes, ToolConstraint};
 
 use super::ToolCallFormat;

@@ -7,6 +7,7 @@ use crate::commands::engine_args::EngineArgs;
 use crate::commands::serve::{StateArgs, server_state};
 use clap::Args;
 use edge_model::ActivationMode;
+use edge_runtime::tool_calls::ToolCallPolicy;
 use std::path::PathBuf;
 
 /// Where requests go: an engine in this process, or an OpenAI-compatible server.
@@ -29,10 +30,10 @@ pub struct BackendArgs {
     /// Engine and cache settings of the in-process engine.
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Constrain the in-process engine's tool calls to the offered tools (see `serve
-    /// --constrain-tool-calls`).
-    #[arg(long, conflicts_with = "endpoint")]
-    pub constrain_tool_calls: bool,
+    /// The in-process engine's tool calls: auto, constrained or free (see `serve
+    /// --tool-calls`); with --endpoint the server decides.
+    #[arg(long, default_value = "auto", conflicts_with = "endpoint")]
+    pub tool_calls: ToolCallPolicy,
 }
 
 /// A backend ready for requests.
@@ -69,7 +70,7 @@ impl BackendArgs {
                     max_sequences: None,
                     queue: None,
                     served_model_name: None,
-                    constrain_tool_calls: self.constrain_tool_calls,
+                    tool_calls: self.tool_calls,
                 })?;
                 let model =
                     (self.model_name.clone()).unwrap_or_else(|| state.model_name().to_string());
