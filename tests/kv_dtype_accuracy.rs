@@ -95,11 +95,25 @@ fn reduced_precision_pages_stay_close_to_f32() {
         }
     }
     // The trained demo model (its weights make sharper, more realistic attention than
-    // random ones) on a 300-token prompt and a 64-token greedy run.
+    // random ones) on a coding-agent prompt of about 300 tokens and a 64-token greedy run.
     let model = Qwen35Model::load(&dir("models/demo"), ActivationMode::None).unwrap();
-    let prompt: Vec<u32> = (0..300).map(|i| (i * 7919 % 8000) as u32).collect();
+    let prompt = demo_prompt();
+    assert!(prompt.len() >= 250, "{} tokens", prompt.len());
     let r = compare("demo model", &model, &prompt, 64);
     // bf16 pages agree for the whole greedy run; FP8 at least for its first half.
     assert!(r[0].0 < 0.5 && r[0].1 > 0.9999 && r[0].3 == 1.0, "{r:?}");
     assert!(r[1].1 > 0.999 && r[1].3 >= 0.5, "{r:?}");
+}
+
+/// A bash-agent turn in the demo model's chat format, tokenized with its tokenizer.
+fn demo_prompt() -> Vec<u32> {
+    let tokenizer = tokenizers::Tokenizer::from_file(dir("models/demo/tokenizer.json")).unwrap();
+    let text = "<|im_start|>system\nYou are a helpful coding assistant with shell access.\
+                <|im_end|>\n<|im_start|>user\nThe tests in tests/test_parser.py fail after \
+                the last refactor. Find out why and fix it.<|im_end|>\n<|im_start|>assistant\n\
+                <tool_call>\n<function=bash>\n<parameter=command>\ncd /testbed && pytest -x \
+                tests/test_parser.py\n</parameter>\n</function>\n</tool_call><|im_end|>\n\
+                <|im_start|>user\n<tool_response>\nFAILED tests/test_parser.py::test_nested\
+                </tool_response><|im_end|>\n<|im_start|>assistant\n";
+    tokenizer.encode(text, false).unwrap().get_ids().to_vec()
 }

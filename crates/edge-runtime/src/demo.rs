@@ -1,5 +1,5 @@
 //! The demo model (`models/demo`: a small trained Qwen3.5-architecture model with its
-//! MTP head, ≈23 MB) compiled into the binary, with its tokenizer, chat template and
+//! MTP head, ≈15 MB) compiled into the binary, with its tokenizer, chat template and
 //! agent setup, so a program runs with no model directory (feature `demo-model`).
 //!
 //! [`crate::EngineBuilder::demo`] builds an engine on it; the CLI's commands run it

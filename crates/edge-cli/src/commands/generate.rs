@@ -61,8 +61,9 @@ pub struct GenerateArgs {
     /// given with --system / --tools.
     #[arg(long)]
     pub no_agent_defaults: bool,
-    /// Most tokens to generate.
-    #[arg(long, default_value_t = 128)]
+    /// Most tokens to generate (256 by default: a tool call is about 150 tokens of the
+    /// demo model's byte-level tokenizer).
+    #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]

@@ -41,7 +41,7 @@ async fn required_and_named_tool_choices_get_schema_valid_calls() {
     let url = format!("{base}/v1/chat/completions");
     let ask = |choice: Value| {
         json!({"model": "demo", "messages": [user("Hello! Who are you?")],
-               "tools": tools(), "tool_choice": choice, "max_tokens": 120, "temperature": 0})
+               "tools": tools(), "tool_choice": choice, "max_tokens": 400, "temperature": 0})
     };
     let (status, v) = post(&client, &url, ask(json!("required"))).await;
     assert_eq!(status, 200, "{v}");

@@ -108,7 +108,7 @@ async fn tool_calls_history_and_cached_tokens() {
     let system = json!({"role": "system", "content": d["system"]});
     let ask = user("Show me the recent git history.");
     let body = json!({"messages": [system, ask], "tools": d["tools"],
-                      "max_tokens": 40, "temperature": 0});
+                      "max_tokens": 200, "temperature": 0});
     let (status, v) = post(&client, &url, body.clone()).await;
     assert_eq!(status, 200, "{v}");
     let choice = &v["choices"][0];
@@ -196,7 +196,8 @@ async fn tool_calls_history_and_cached_tokens() {
     );
 
     // Thinking: the reasoning comes back as reasoning_content, whole or streamed.
-    let think = json!({"messages": [user("What is 2+2?")], "max_tokens": 40, "temperature": 0,
+    let think = json!({"messages": [system.clone(), ask.clone()], "tools": d["tools"],
+                       "max_tokens": 40, "temperature": 0,
                        "chat_template_kwargs": {"enable_thinking": true}});
     let (status, v_think) = post(&client, &url, think.clone()).await;
     assert_eq!(status, 200, "{v_think}");
