@@ -3,8 +3,9 @@ tool calls (`edge-llm generate --requests ... --tool-calls free|constrained`; th
 engine's default, `auto`, constrains them for this format).
 
 The prompts, scoring and rates are evaluate.py's (the same held-out turns for the same
-seed); the replies come from the engine instead of transformers, greedily. Writes
-MODEL/eval_engine.json (or --out) with one block per mode:
+seed); the replies come from the engine instead of transformers, greedily. Adds an
+`engine` block to MODEL/eval.json (evaluate.py's file, kept otherwise; or writes --out
+alone), with one block per mode:
 
   free         the model alone (should match evaluate.py's figures up to numerics)
   constrained  the engine keeps every call inside the offered tools' schemas
@@ -63,7 +64,7 @@ def main():
     ap.add_argument("--model", default="models/demo")
     ap.add_argument("--corpus", required=True, help="directory with heldout.jsonl")
     ap.add_argument("--edge-llm", default="target/release/edge-llm", help="the CLI binary")
-    ap.add_argument("--out", help="default: MODEL/eval_engine.json")
+    ap.add_argument("--out", help="write the results alone to this file (default: the `engine` block of MODEL/eval.json)")
     ap.add_argument("--max-prompts", type=int, default=200)
     ap.add_argument("--max-new-tokens", type=int, default=0,
                     help="reply budget in tokens (0: evaluate.py's, the tokens of 1500 bytes of reply text)")
@@ -99,9 +100,16 @@ def main():
                         for it, rep in zip(items, replies)]
     res["seconds"] = round(time.time() - t0, 1)
     res["examples"] = examples
-    out = args.out or os.path.join(args.model, "eval_engine.json")
+    out = args.out or os.path.join(args.model, "eval.json")
+    doc = res
+    if not args.out:
+        doc = {}
+        if os.path.exists(out):
+            with open(out) as f:
+                doc = json.load(f)
+        doc["engine"] = res
     with open(out, "w") as f:
-        json.dump(res, f, indent=2)
+        json.dump(doc, f, indent=2)
         f.write("\n")
     if args.replies_out:
         with open(args.replies_out, "w") as f:

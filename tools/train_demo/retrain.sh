@@ -19,7 +19,7 @@
 #   6. deepened to 12 layers (7.48M parameters), continued on corpus B                105 min
 # then the NVFP4 copy (calibrated on training conversations) and the evaluations: evaluate.py
 # (MTP agreement, tokens per target forward) into eval.json, and evaluate_engine.py (tool calls
-# through the Rust engine, free and constrained, all held-out prompts) into eval_engine.json.
+# through the Rust engine, free and constrained, all held-out prompts) into its `engine` block.
 #
 # Environment (defaults in brackets):
 #   PY          a python with torch, transformers, tokenizers, safetensors, jinja2 [the venv's]
@@ -142,7 +142,7 @@ EDGE_LLM="$ROOT/target/release/edge-llm"
 "$EDGE_LLM" quantize --model "$OUT" --out "$NVFP4" --format nvfp4 --calibration "$WORK/calibration.txt"
 [ -f "$OUT/agent_defaults.json" ] || cp "$ROOT/models/demo/agent_defaults.json" "$OUT/"
 cp "$OUT/agent_defaults.json" "$NVFP4/"
-echo "== evaluation -> $OUT/eval.json, $OUT/eval_engine.json"
+echo "== evaluation -> $OUT/eval.json"
 nice -n "$NICE" "$PY" "$HERE/evaluate.py" --model "$OUT" --corpus "$WORK/corpus-b" \
   --max-prompts "$MTP_PROMPTS" --mtp-convs "$MTP_CONVS" --max-new-tokens "$REPLY" 2>&1 | tee "$WORK/eval.log"
 nice -n "$NICE" "$PY" "$HERE/evaluate_engine.py" --model "$OUT" --corpus "$WORK/corpus-b" \
