@@ -14,6 +14,7 @@ use edge_runtime::{
     ChatTemplate, Engine, GenerateOutput, GenerateRequest, SamplingParams, StopReason, Tokenizer,
 };
 use serde_json::Value;
+use std::cell::OnceCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -152,9 +153,10 @@ impl PromptBuilder<'_> {
 }
 
 /// Builds the tool-call constraints of `generate` (unless `--tool-calls free`): the
-/// vocabulary's bytes, read once.
+/// vocabulary's bytes, read once, when the first prompt that offers tools needs them
+/// (so a run without tools does not pay for a large vocabulary).
 pub struct Constrainer {
-    vocab: Arc<TokenBytes>,
+    vocab: OnceCell<Arc<TokenBytes>>,
 }
 
 impl Constrainer {
@@ -169,18 +171,15 @@ impl Constrainer {
         if !policy.constrains(template)? {
             return Ok(None);
         }
-        let t = match (tokenizer, policy) {
-            (Some(t), _) => t,
-            (None, ToolCallPolicy::Constrained) => {
-                return Err(CliError::Usage(
-                    "--tool-calls constrained needs tokenizer.json in the model directory".into(),
-                ));
-            }
-            (None, _) => return Ok(None),
-        };
-        Ok(Some(Constrainer {
-            vocab: Arc::new(TokenBytes::from_tokenizer(t)),
-        }))
+        match (tokenizer, policy) {
+            (Some(_), _) => Ok(Some(Constrainer {
+                vocab: OnceCell::new(),
+            })),
+            (None, ToolCallPolicy::Constrained) => Err(CliError::Usage(
+                "--tool-calls constrained needs tokenizer.json in the model directory".into(),
+            )),
+            (None, _) => Ok(None),
+        }
     }
 
     /// The constraint for a prompt offering `tools` (none without tools, or with an
@@ -196,9 +195,10 @@ impl Constrainer {
             return Ok(None);
         };
         let text = tokenizer.decode(prompt)?;
+        let vocab = (self.vocab).get_or_init(|| Arc::new(TokenBytes::from_tokenizer(tokenizer)));
         Ok(Some(ToolConstraint::for_prompt(
             tools,
-            self.vocab.clone(),
+            vocab.clone(),
             &text,
         )?))
     }
