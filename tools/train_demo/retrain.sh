@@ -26,7 +26,7 @@
 #   VENV        Python venv to use or create when PY is unset [~/.cache/edge-llm/train-demo-venv;
 #               never inside the repo]
 #   WORK        scratch dir for corpora and stages [tools/train_demo/work, git-ignored]
-#   OUT         the model directory written [models/demo]
+#   OUT         the model directory written [models/demo]; its NVFP4 copy goes to OUT-nvfp4
 #   SEED        base seed [1234]: corpus A and stage 1 use SEED, stage k SEED+k-1, stage 6 and
 #               corpus B SEED+6; the held-out split SEED+1000003
 #   DEVICE      torch device [cpu]; THREADS torch threads [2]; TOKENS padded tokens per batch [6144]
@@ -76,9 +76,9 @@ corpus_a() {
   "$PY" "$HERE/gen_corpus.py" --out "$WORK/corpus-a" --seed "$SEED" --n-train "$N_A" --n-heldout "$N_HELDOUT" \
     --mix proc=0.45,bash=0.25,typed=0.15,copy=0.15
 }
-corpus_b() {
-  echo "== corpus B ($N_B conversations, distractor-heavy; corpus A's held-out split) -> $WORK/corpus-b"
-  "$PY" "$HERE/gen_corpus.py" --out "$WORK/corpus-b" --seed "$((SEED + 6))" --heldout-seed "$((SEED + 1000003))" \
+corpus_b() { # corpus_b SEED
+  echo "== corpus B ($N_B conversations, distractor-heavy, seed $1; corpus A's held-out split) -> $WORK/corpus-b"
+  "$PY" "$HERE/gen_corpus.py" --out "$WORK/corpus-b" --seed "$1" --heldout-seed "$((SEED + 1000003))" \
     --n-train "$N_B" --n-heldout "$N_HELDOUT" --mix proc=0.315,bash=0.175,typed=0.105,distract=0.27,copy=0.135
 }
 # stage NAME CORPUS SEED MINUTES OUT_DIR [train.py flags...]: one time-budgeted train.py run.
@@ -100,13 +100,13 @@ continued() { # continued NAME CORPUS SEED MINUTES FROM OUT_DIR [flags...]
 }
 
 if [ "$MODE" = "--continue" ]; then
-  # One more 12-layer stage on a fresh corpus B from the committed weights (CONTINUE_SEED: a
-  # seed no earlier stage used; models/demo/README.md lists them). OUT gets the weights and
-  # training_log_continue-SEED.csv; its other files stay.
+  # One more 12-layer stage from the committed weights on a fresh corpus B drawn with
+  # CONTINUE_SEED (a seed no earlier stage or corpus used; models/demo/README.md lists
+  # them). OUT gets the weights and training_log_continue-SEED.csv; its other files stay.
   : "${CONTINUE_SEED:?set CONTINUE_SEED}"
   rm -rf "$WORK/init-model" "$WORK/tokenizer" && cp -r "$OUT" "$WORK/init-model"
   mkdir -p "$WORK/tokenizer" && cp "$OUT"/tokenizer*.json "$WORK/tokenizer/"
-  corpus_b
+  corpus_b "$CONTINUE_SEED"
   continued continue "$WORK/corpus-b" "$CONTINUE_SEED" 105 "$WORK/init-model" "$WORK/continued" \
     --layers 12
   cp "$WORK/continued"/{config.json,generation_config.json,model.safetensors} "$OUT/"
@@ -116,7 +116,7 @@ else
   echo "== byte-level tokenizer -> $WORK/tokenizer"
   "$PY" "$HERE/train_tokenizer.py" --corpus "$WORK/corpus-a/train.jsonl" --out "$WORK/tokenizer" --vocab-size 265
   "$PY" "$HERE/check_template.py" --model "$WORK/tokenizer" --corpus "$WORK/corpus-a" --limit 2000
-  corpus_b
+  corpus_b "$((SEED + 6))"
   stage phase1 "$WORK/corpus-a" "$SEED" 25 "$WORK/stage1" --intermediate 384 --lr 1e-3 \
     --induction-steps "$INDUCTION"
   continued phase2 "$WORK/corpus-a" "$((SEED + 1))" 100 "$WORK/stage1" "$WORK/stage2"
@@ -133,12 +133,13 @@ else
 fi
 [ "$MODE" = "--train-only" ] && { echo "== trained: $OUT"; exit 0; }
 
-NVFP4="$ROOT/models/demo-nvfp4"
-[ "$MODE" = "--smoke" ] && NVFP4="$WORK/model-nvfp4"
+NVFP4="$OUT-nvfp4" # models/demo -> models/demo-nvfp4
 echo "== NVFP4 copy -> $NVFP4 (edge-llm quantize, calibrated on training conversations)"
 cargo build --release -q -p edge-cli --manifest-path "$ROOT/Cargo.toml"
 EDGE_LLM="$ROOT/target/release/edge-llm"
-"$PY" "$HERE/calibration_ids.py" --corpus "$WORK/corpus-a/train.jsonl" --tokenizer "$OUT" > "$WORK/calibration.txt"
+CALIBRATION_CORPUS="$WORK/corpus-a"
+[ -d "$CALIBRATION_CORPUS" ] || CALIBRATION_CORPUS="$WORK/corpus-b" # --continue draws only corpus B
+"$PY" "$HERE/calibration_ids.py" --corpus "$CALIBRATION_CORPUS/train.jsonl" --tokenizer "$OUT" > "$WORK/calibration.txt"
 "$EDGE_LLM" quantize --model "$OUT" --out "$NVFP4" --format nvfp4 --calibration "$WORK/calibration.txt"
 [ -f "$OUT/agent_defaults.json" ] || cp "$ROOT/models/demo/agent_defaults.json" "$OUT/"
 cp "$OUT/agent_defaults.json" "$NVFP4/"
