@@ -129,8 +129,9 @@ impl ServerState {
     /// The same state, constraining the tool calls of chat requests that offer tools
     /// to those tools ([`crate::tool_calls::grammar`]); `tool_choice` `required` or a
     /// named function then also makes the reply open with a call. Like
-    /// [`ServerState::with_body_limit`], meant for a state not yet shared. Errors when the chat template writes calls in the JSON format (the
-    /// grammar follows the XML one).
+    /// [`ServerState::with_body_limit`], meant for a state not yet shared. Errors when
+    /// the chat template writes calls in the JSON format (the grammar follows the XML
+    /// one).
     pub fn with_constrained_tool_calls(self) -> Result<Self> {
         check_constrainable(&self.inner.template)?;
         let mut inner = self.into_inner();

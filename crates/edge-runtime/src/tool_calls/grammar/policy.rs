@@ -11,9 +11,10 @@ use std::str::FromStr;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ToolCallPolicy {
     /// Constrain where the grammar applies: the chat template writes calls in the
-    /// XML format (Qwen3.5/3.6, or a template that does not say) and the model has a
-    /// tokenizer. Elsewhere calls are written freely. What the CLI uses by default,
-    /// as llama.cpp's server constrains tool calls by default.
+    /// XML format (Qwen3.5/3.6, or a template that does not say). Elsewhere calls are
+    /// written freely, as they are for a caller that has no tokenizer to build the
+    /// constraint with. What the CLI uses by default, as llama.cpp's server
+    /// constrains tool calls by default.
     #[default]
     Auto,
     /// Always constrain; a template that writes JSON calls is an error.
