@@ -6,7 +6,8 @@
 //! - [`Shape`]: checked row-major shapes;
 //! - [`Bytes`]: shared byte storage, owned or borrowed from a memory map;
 //! - [`HostBuffer`]: a typed host-side tensor over [`Bytes`];
-//! - [`Device`]: where a computation runs (CPU, or a CUDA ordinal);
+//! - [`Device`]: where a computation runs (CPU, a CUDA ordinal, or the emulated CUDA
+//!   device), and [`device_test!`] to run one test body on each;
 //! - [`CoreError`]: this crate's typed error;
 //! - [`KernelSource`]: the text of one CUDA kernel source (compiled only with `cuda`);
 //! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
@@ -21,6 +22,7 @@
 mod buffer;
 mod bytes;
 mod device;
+mod device_test;
 mod dtype;
 mod error;
 mod kernel_source;

@@ -40,7 +40,7 @@ impl ActivationMode {
     /// CPU's W4A8 has no GPU kernel); other modes are kept.
     pub fn on_device(self, device: edge_core::Device) -> Self {
         match (device, self) {
-            (edge_core::Device::Cuda(_), ActivationMode::Fastest) => ActivationMode::Bf16,
+            (d, ActivationMode::Fastest) if d.is_cuda() => ActivationMode::Bf16,
             (_, mode) => mode,
         }
     }

@@ -17,7 +17,8 @@
 
 mod cuda_support;
 
-use cuda_support::{Rng, device, time_us, to_bf16_bits, weight_data};
+use cuda_support::{Rng, device, gpu, time_us, to_bf16_bits, weight_data};
+use edge_core::Device;
 use edge_core::cuda::{ComputeCapability, CudaDevice, KernelCache};
 use edge_quant::cuda::{self as qc, CudaFp8Tensor, CudaNvfp4Tensor, sources};
 use edge_quant::fp8::kv::{dequantize_kv, quantize_kv};
@@ -103,10 +104,8 @@ fn nvrtc_compiles_every_kernel_for_sm80_sm89_sm90() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn nvfp4_quantize_matches_cpu_bytes() {
-    let dev = device();
+fn nvfp4_quantize_matches_cpu_bytes(on: Device) {
+    let dev = device(on);
     for (seed, &(rows, cols)) in [(64, 512), (3, 48), (7, 16), (130, 1040)]
         .iter()
         .enumerate()
@@ -186,10 +185,8 @@ fn nvfp4_quantize_matches_cpu_bytes() {
     );
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn nvfp4_quantize_errors_match_cpu() {
-    let dev = device();
+fn nvfp4_quantize_errors_match_cpu(on: Device) {
+    let dev = device(on);
     let mut x = weight_data(4, 64, 9);
     x[100] = f32::INFINITY;
     x[37] = f32::NAN;
@@ -214,10 +211,8 @@ fn nvfp4_quantize_errors_match_cpu() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn nvfp4_dequantize_matches_cpu_bits() {
-    let dev = device();
+fn nvfp4_dequantize_matches_cpu_bits(on: Device) {
+    let dev = device(on);
     let (rows, cols) = (256, 64); // 1024 blocks: every scale byte 4 times, NaN included
     let mut rng = Rng(3);
     let codes = rng.bytes(rows * cols / 2);
@@ -273,10 +268,8 @@ fn check_linear(
     worst
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn nvfp4_linear_matches_reference() {
-    let dev = device();
+fn nvfp4_linear_matches_reference(on: Device) {
+    let dev = device(on);
     // K % 32 == 0 and == 16 (GEMV 16-element path, GEMM tail chunk), rows not a multiple
     // of the CTA's 32, K below one chunk.
     let shapes = [(257, 1024), (96, 528), (40, 16), (33, 2064)];
@@ -335,10 +328,8 @@ fn nvfp4_linear_matches_reference() {
     assert!(matches!(r, Err(QuantError::LengthMismatch { .. })));
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn fp8_matches_cpu() {
-    let dev = device();
+fn fp8_matches_cpu(on: Device) {
+    let dev = device(on);
     let scale = 0.0123f32;
     let mut x = weight_data(16, 64, 21);
     let specials = [
@@ -428,7 +419,7 @@ fn fp8_matches_cpu() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
 fn decode_shape_timings() {
-    let dev = device();
+    let dev = gpu();
     // Qwen3.6-27B MLP shapes: gate/up 5120 → 17408 and down 17408 → 5120.
     for (rows, cols, label) in [(17408, 5120, "5120->17408"), (5120, 17408, "17408->5120")] {
         let mut rng = Rng(rows as u64);
@@ -512,3 +503,9 @@ fn decode_shape_timings() {
         );
     }
 }
+
+edge_core::device_test!(nvfp4_quantize_matches_cpu_bytes, cuda);
+edge_core::device_test!(nvfp4_quantize_errors_match_cpu, cuda);
+edge_core::device_test!(nvfp4_dequantize_matches_cpu_bits, cuda);
+edge_core::device_test!(nvfp4_linear_matches_reference, cuda);
+edge_core::device_test!(fp8_matches_cpu, cuda);

@@ -9,7 +9,8 @@
 
 mod cuda_support;
 
-use cuda_support::{Rng, device, time_us, to_bf16_bits, weight_data};
+use cuda_support::{Rng, device, gpu, time_us, to_bf16_bits, weight_data};
+use edge_core::Device;
 use edge_quant::Nvfp4Tensor;
 use edge_quant::cuda::{self as qc, CudaNvfp4Tensor};
 
@@ -49,10 +50,8 @@ fn check(w: &Nvfp4Tensor, xs: &[f32], tokens: usize, y: &[f32], what: &str) -> f
     worst
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
-fn nvfp4_tensor_core_matches_reference() {
-    let dev = device();
+fn nvfp4_tensor_core_matches_reference(on: Device) {
+    let dev = device(on);
     // K % 32 == 0 and == 16 (narrow loads), K below one 128-element chunk, a tail chunk,
     // rows not a multiple of the CTA's 32; token counts across all four tiles.
     let shapes = [(257, 1024), (96, 528), (40, 16), (33, 2064), (64, 17408)];
@@ -85,8 +84,8 @@ fn nvfp4_tensor_core_matches_reference() {
 fn pass_us(
     dev: &qc::CudaDevice,
     mats: &[CudaNvfp4Tensor],
-    f: impl Fn(&CudaNvfp4Tensor, &mut qc::CudaSlice<f32>),
-    ys: &mut [qc::CudaSlice<f32>],
+    f: impl Fn(&CudaNvfp4Tensor, &mut qc::DeviceSlice<f32>),
+    ys: &mut [qc::DeviceSlice<f32>],
 ) -> f64 {
     time_us(dev, 10, || {
         for (w, y) in mats.iter().zip(ys.iter_mut()) {
@@ -98,7 +97,7 @@ fn pass_us(
 #[test]
 #[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
 fn nvfp4_mlp_sweep_27b() {
-    let dev = device();
+    let dev = gpu();
     // 16 distinct Qwen3.6-27B MLP matrices (gate/up 5120 → 17408, down 17408 → 5120):
     // together far larger than L2, so every pass reads its weights from DRAM.
     let mut rng = Rng(27);
@@ -123,7 +122,7 @@ fn nvfp4_mlp_sweep_27b() {
     let src = dev.zeros::<u8>(1 << 30).unwrap();
     let mut dst = dev.zeros::<u8>(1 << 30).unwrap();
     let copy_us = time_us(&dev, 10, || {
-        dev.stream().memcpy_dtod(&src, &mut dst).unwrap()
+        dev.copy(&src, 0..src.len(), &mut dst, 0).unwrap()
     });
     let copy_gbs = 2.0 * (1u64 << 30) as f64 / copy_us / 1e3;
     drop((src, dst));
@@ -165,11 +164,9 @@ fn nvfp4_mlp_sweep_27b() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
-fn bf16_tensor_core_matches_cpu_linear() {
+fn bf16_tensor_core_matches_cpu_linear(on: Device) {
     use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
-    let dev = device();
+    let dev = device(on);
     // The demo model's and the 27B's shapes, a tail chunk, rows not a multiple of 32.
     let shapes = [(257, 1024), (33, 2064), (40, 16), (768, 256), (64, 5120)];
     for (i, &(rows, cols)) in shapes.iter().enumerate() {
@@ -219,3 +216,6 @@ fn bf16_tensor_core_matches_cpu_linear() {
     let bad = qc::CudaBf16Matrix::upload(&dev, &[0u16; 24], 2, 12);
     assert!(bad.is_err(), "columns not a multiple of 16");
 }
+
+edge_core::device_test!(nvfp4_tensor_core_matches_reference, cuda);
+edge_core::device_test!(bf16_tensor_core_matches_cpu_linear, cuda);

@@ -187,7 +187,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     drop(model);
     match a.engine.device.unwrap_or_default() {
         #[cfg(feature = "cuda")]
-        edge_core::Device::Cuda(_) => {
+        edge_core::Device::Cuda(_) | edge_core::Device::CudaEmulated => {
             let engine = builder.build_cuda()?;
             let dev = engine.backend().device().clone();
             // 1 GiB: several times any GPU's L2.

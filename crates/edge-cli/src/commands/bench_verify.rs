@@ -36,8 +36,9 @@ pub struct VerifyArgs {
     /// KV page element type.
     #[arg(long, default_value = "f32")]
     pub kv_dtype: KvDType,
-    /// The device: cpu (default) or cuda:N (a `--features cuda` build; `--act-quant
-    /// auto` then means bf16 activations).
+    /// The device: cpu (default), cuda:N (an NVIDIA GPU) or cuda-emu (the CUDA
+    /// backend's kernels emulated on the CPU; not for timing). On both CUDA devices
+    /// `--act-quant auto` means bf16 activations.
     #[arg(long, default_value = "cpu")]
     pub device: Device,
     /// Print JSON.
@@ -64,14 +65,14 @@ pub fn run(a: VerifyArgs) -> Result<(), CliError> {
     let v = match a.device {
         Device::Cpu => time_trees(&model, &mut Cpu::new(), &a)?,
         #[cfg(feature = "cuda")]
-        Device::Cuda(n) => {
-            let mut gpu = edge_model::cuda::CudaBackend::with_default_cache(n)?;
+        Device::Cuda(_) | Device::CudaEmulated => {
+            let mut gpu = edge_model::cuda::CudaBackend::for_device(a.device)?;
             let on_gpu = model.to_backend(&mut gpu)?;
             drop(model);
             time_trees(&on_gpu, &mut gpu, &a)?
         }
         #[cfg(not(feature = "cuda"))]
-        Device::Cuda(_) => {
+        Device::Cuda(_) | Device::CudaEmulated => {
             return Err(CliError::Usage(format!(
                 "device {}: this build has no CUDA support (build with the `cuda` feature)",
                 a.device

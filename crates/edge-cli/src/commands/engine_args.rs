@@ -12,8 +12,9 @@ use std::sync::Arc;
 /// [`EngineBuilder`]'s default.
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
-    /// The device: cpu (default) or cuda:N (a build with the `cuda` feature and an
-    /// NVIDIA GPU; `--act-quant auto` then means bf16 activations).
+    /// The device: cpu (default), cuda:N (an NVIDIA GPU) or cuda-emu (the CUDA
+    /// backend's own kernels emulated on the CPU: for verification and debugging, not
+    /// speed). On both CUDA devices `--act-quant auto` means bf16 activations.
     #[arg(long)]
     pub device: Option<edge_core::Device>,
     /// KV page element type: f32 (default), bf16, or fp8 (E4M3 with the checkpoint's

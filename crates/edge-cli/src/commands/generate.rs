@@ -265,7 +265,9 @@ pub fn run(a: GenerateArgs) -> Result<(), CliError> {
     };
     match a.engine.device.unwrap_or_default() {
         #[cfg(feature = "cuda")]
-        edge_core::Device::Cuda(_) => job.run(builder.build_cuda()?),
+        edge_core::Device::Cuda(_) | edge_core::Device::CudaEmulated => {
+            job.run(builder.build_cuda()?)
+        }
         _ => job.run(builder.build()?),
     }
 }

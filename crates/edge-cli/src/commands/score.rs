@@ -4,8 +4,9 @@
 use super::{parse_ids, write_logits};
 use crate::cli_error::CliError;
 use clap::Args;
+use edge_core::Device;
 use edge_kvcache::{CacheConfig, KvDType};
-use edge_model::{ActivationMode, Backend, LogitRows, Qwen35Model, Session};
+use edge_model::{ActivationMode, Backend, Cpu, LogitRows, Qwen35Model, Session};
 use std::path::PathBuf;
 
 /// Flags of `score`.
@@ -33,6 +34,10 @@ pub struct ScoreArgs {
     /// KV page element type: f32, bf16, or fp8 (E4M3 with the checkpoint's scales).
     #[arg(long, default_value = "f32")]
     pub kv_dtype: KvDType,
+    /// Where to run: cpu, cuda:N (a `--features cuda` build and a GPU) or cuda-emu (the
+    /// CUDA backend's kernels emulated on the CPU, for verification; docs/CUDA.md).
+    #[arg(long, default_value = "cpu")]
+    pub device: Device,
 }
 
 /// Runs `score`.
@@ -42,9 +47,8 @@ pub fn run(a: ScoreArgs) -> Result<(), CliError> {
             "give --logits-out, --mtp-logits-out or both".into(),
         ));
     }
-    let model = Qwen35Model::load(&a.model, a.act_quant)?;
+    let model = Qwen35Model::load(&a.model, a.act_quant.on_device(a.device))?;
     let ids = parse_ids(&a.prompt_ids)?;
-    let (vocab, h) = (model.config().vocab_size, model.config().hidden_size);
     if a.mtp_logits_out.is_some() && model.mtp().is_none() {
         return Err(CliError::Usage(format!(
             "{} has no MTP head (mtp.* tensors) to score with",
@@ -56,12 +60,37 @@ pub fn run(a: ScoreArgs) -> Result<(), CliError> {
             "MTP logits need at least 2 prompt tokens".into(),
         ));
     }
+    match a.device {
+        Device::Cpu => score(&model, Cpu::new(), &a, &ids),
+        #[cfg(feature = "cuda")]
+        _ => {
+            let mut gpu = edge_model::cuda::CudaBackend::for_device(a.device)?;
+            let on_device = model.to_backend(&mut gpu)?;
+            drop(model);
+            score(&on_device, gpu, &a, &ids)
+        }
+        #[cfg(not(feature = "cuda"))]
+        _ => Err(CliError::Usage(format!(
+            "device {}: this build has no CUDA support (build with the `cuda` feature)",
+            a.device
+        ))),
+    }
+}
+
+/// Writes the logits `a` asks for, of `model` on `backend`.
+fn score<B: Backend>(
+    model: &Qwen35Model<B>,
+    backend: B,
+    a: &ScoreArgs,
+    ids: &[u32],
+) -> Result<(), CliError> {
+    let (vocab, h) = (model.config().vocab_size, model.config().hidden_size);
     let config = CacheConfig {
         kv_dtype: a.kv_dtype,
         ..CacheConfig::default()
     };
-    let mut session = Session::new(&model, config)?;
-    let out = session.forward(&ids, LogitRows::All)?;
+    let mut session = Session::with_backend(model, backend, config)?;
+    let out = session.forward(ids, LogitRows::All)?;
     if let Some(path) = &a.logits_out {
         write_logits(path, &out.logits, ids.len(), vocab)?;
     }

@@ -9,22 +9,48 @@
 //! `nvidia/cu13`, or the loader's path) and opened by path through [`Nvrtc`], not through
 //! cudarc's fixed list of names.
 
+mod emulator;
 mod kernel_cache;
+mod launch;
 mod nvrtc;
 mod nvrtc_search;
+mod slice;
 
 pub use crate::KernelSource;
+pub use emulator::{HostKernelTable, RawHostKernel};
 pub use kernel_cache::{ComputeCapability, KernelCache};
+pub use launch::{Kernel, KernelArg, Launch, LaunchConfig};
 pub use nvrtc::{CompileTarget, Compiled, Nvrtc};
 pub use nvrtc_search::{NvrtcCandidate, NvrtcLocation};
+pub use slice::{DeviceElem, DeviceSlice};
 
 use crate::{CoreError, Result};
-pub use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaModule, CudaStream};
+use emulator::{Emulator, HostAllocation};
+use launch::KernelImpl;
+use slice::Storage;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-/// One GPU: its context, a stream, its architecture, and the modules loaded so far.
+/// One GPU, or the emulated device that runs the same kernels on the CPU.
+///
+/// Every launch wrapper and the CUDA backend go through this type: memory
+/// ([`upload`](Self::upload), [`zeros`](Self::zeros), [`download`](Self::download), the
+/// copies) and launches ([`function`](Self::function), [`launch_builder`](Self::launch_builder)).
+/// [`CudaDevice::new`] opens a GPU through the driver; [`CudaDevice::emulated`] the
+/// emulated device, which needs no GPU, driver or NVRTC.
 pub struct CudaDevice {
+    runtime: Runtime,
+}
+
+enum Runtime {
+    Driver(Driver),
+    Emulated(Emulator),
+}
+
+/// A GPU: its context, a stream, its architecture, and the modules loaded so far.
+struct Driver {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     arch: ComputeCapability,
@@ -34,10 +60,17 @@ pub struct CudaDevice {
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDevice")
-            .field("ordinal", &self.ctx.ordinal())
-            .field("arch", &self.arch)
-            .finish()
+        match &self.runtime {
+            Runtime::Driver(d) => f
+                .debug_struct("CudaDevice")
+                .field("ordinal", &d.ctx.ordinal())
+                .field("arch", &d.arch)
+                .finish(),
+            Runtime::Emulated(_) => f
+                .debug_struct("CudaDevice")
+                .field("emulated", &true)
+                .finish(),
+        }
     }
 }
 
@@ -55,6 +88,20 @@ pub fn driver_available() -> bool {
 /// ([`NvrtcLocation::Conventional`]).
 pub fn nvrtc_available() -> bool {
     Nvrtc::shared(&NvrtcLocation::Conventional).is_ok()
+}
+
+fn foreign_buffer() -> CoreError {
+    CoreError::Cuda("a buffer of another device (GPU vs emulated) was passed".into())
+}
+
+fn check_range(what: &str, range: &Range<usize>, len: usize) -> Result<()> {
+    if range.start <= range.end && range.end <= len {
+        Ok(())
+    } else {
+        Err(CoreError::Cuda(format!(
+            "{what}: range {range:?} outside a buffer of {len} elements"
+        )))
+    }
 }
 
 impl CudaDevice {
@@ -75,45 +122,70 @@ impl CudaDevice {
         let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
         let stream = ctx.default_stream();
         Ok(Arc::new(CudaDevice {
-            ctx,
-            stream,
-            arch: ComputeCapability {
-                major: major as u32,
-                minor: minor as u32,
-            },
-            cache,
-            modules: Mutex::new(HashMap::new()),
+            runtime: Runtime::Driver(Driver {
+                ctx,
+                stream,
+                arch: ComputeCapability {
+                    major: major as u32,
+                    minor: minor as u32,
+                },
+                cache,
+                modules: Mutex::new(HashMap::new()),
+            }),
         }))
     }
 
-    /// The GPU's compute capability.
+    /// The emulated device with the host-compiled kernels of `tables` (each crate with
+    /// kernels exports its own: `edge_quant::cuda::HOST_KERNELS`,
+    /// `edge_model::cuda::HOST_KERNELS`). It reports sm_90, so the wrappers choose the
+    /// kernels they would on an H100.
+    pub fn emulated(tables: &[HostKernelTable]) -> Arc<Self> {
+        Arc::new(CudaDevice {
+            runtime: Runtime::Emulated(Emulator::new(tables)),
+        })
+    }
+
+    /// True for the emulated device.
+    pub fn is_emulated(&self) -> bool {
+        matches!(self.runtime, Runtime::Emulated(_))
+    }
+
+    /// The GPU's compute capability (sm_90 for the emulated device).
     pub fn arch(&self) -> ComputeCapability {
-        self.arch
+        match &self.runtime {
+            Runtime::Driver(d) => d.arch,
+            Runtime::Emulated(_) => ComputeCapability { major: 9, minor: 0 },
+        }
     }
 
-    /// The cudarc context.
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
+    /// The GPU's stream (none on the emulated device, whose launches are synchronous).
+    pub fn driver_stream(&self) -> Option<&Arc<CudaStream>> {
+        match &self.runtime {
+            Runtime::Driver(d) => Some(&d.stream),
+            Runtime::Emulated(_) => None,
+        }
     }
 
-    /// The stream kernels are launched on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    /// Loads (compiling through the cache on first use) `function` from `source`.
-    pub fn function(&self, source: &KernelSource, function: &str) -> Result<CudaFunction> {
+    /// Loads (compiling through the cache on first use on a GPU) `function` from `source`.
+    pub fn function(&self, source: &KernelSource, function: &str) -> Result<Kernel> {
+        let d = match &self.runtime {
+            Runtime::Driver(d) => d,
+            Runtime::Emulated(e) => {
+                return Ok(Kernel {
+                    inner: KernelImpl::Emulated(e.kernel(source.name, function)?),
+                });
+            }
+        };
         let module = {
-            let mut modules = self
+            let mut modules = d
                 .modules
                 .lock()
                 .map_err(|_| CoreError::Cuda("module table poisoned".into()))?;
             match modules.get(source.name) {
                 Some(m) => m.clone(),
                 None => {
-                    let ptx = self.cache.ptx(source, self.arch)?;
-                    let m = self
-                        .ctx
+                    let ptx = d.cache.ptx(source, d.arch)?;
+                    let m = (d.ctx)
                         .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
                         .map_err(cuda_err)?;
                     modules.insert(source.name, m.clone());
@@ -121,33 +193,162 @@ impl CudaDevice {
                 }
             }
         };
-        module.load_function(function).map_err(cuda_err)
+        let func = module.load_function(function).map_err(cuda_err)?;
+        Ok(Kernel {
+            inner: KernelImpl::Driver(func),
+        })
+    }
+
+    /// A launch of `kernel` on this device's stream: push its arguments, then launch.
+    pub fn launch_builder<'a>(&'a self, kernel: &'a Kernel) -> Launch<'a> {
+        match (&self.runtime, &kernel.inner) {
+            (Runtime::Driver(d), KernelImpl::Driver(f)) => {
+                Launch::driver(d.stream.launch_builder(f))
+            }
+            (_, KernelImpl::Emulated(k)) => {
+                let mut launch = Launch::emulated(*k);
+                if !self.is_emulated() {
+                    launch.mark_foreign();
+                }
+                launch
+            }
+            (Runtime::Emulated(_), KernelImpl::Driver(f)) => {
+                // Unreachable through `function`; refused at launch.
+                let _ = f;
+                let mut launch = Launch::emulated_placeholder();
+                launch.mark_foreign();
+                launch
+            }
+        }
     }
 
     /// Copies host data to a new device buffer.
-    pub fn upload<T: cudarc::driver::DeviceRepr>(&self, host: &[T]) -> Result<CudaSlice<T>> {
-        self.stream.clone_htod(host).map_err(cuda_err)
+    pub fn upload<T: DeviceElem>(&self, host: &[T]) -> Result<DeviceSlice<T>> {
+        let storage = match &self.runtime {
+            Runtime::Driver(d) => Storage::Driver(d.stream.clone_htod(host).map_err(cuda_err)?),
+            Runtime::Emulated(_) => {
+                let mut a = HostAllocation::zeroed(host.len())?;
+                a.as_mut_slice().copy_from_slice(host);
+                Storage::Emulated(a)
+            }
+        };
+        Ok(DeviceSlice { storage })
     }
 
     /// Allocates a zeroed device buffer.
-    pub fn zeros<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
-        &self,
-        len: usize,
-    ) -> Result<CudaSlice<T>> {
-        self.stream.alloc_zeros(len).map_err(cuda_err)
+    pub fn zeros<T: DeviceElem>(&self, len: usize) -> Result<DeviceSlice<T>> {
+        let storage = match &self.runtime {
+            Runtime::Driver(d) => Storage::Driver(d.stream.alloc_zeros(len).map_err(cuda_err)?),
+            Runtime::Emulated(_) => Storage::Emulated(HostAllocation::zeroed(len)?),
+        };
+        Ok(DeviceSlice { storage })
     }
 
     /// Copies a device buffer back to the host (synchronising the stream).
-    pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(
-        &self,
-        dev: &CudaSlice<T>,
-    ) -> Result<Vec<T>> {
-        self.stream.clone_dtoh(dev).map_err(cuda_err)
+    pub fn download<T: DeviceElem>(&self, dev: &DeviceSlice<T>) -> Result<Vec<T>> {
+        self.download_range(dev, 0..dev.len())
     }
 
-    /// Waits for all queued work on the stream.
+    /// Copies elements `range` of a device buffer back to the host.
+    pub fn download_range<T: DeviceElem>(
+        &self,
+        dev: &DeviceSlice<T>,
+        range: Range<usize>,
+    ) -> Result<Vec<T>> {
+        check_range("download", &range, dev.len())?;
+        match (&self.runtime, &dev.storage) {
+            (Runtime::Driver(d), Storage::Driver(s)) => {
+                d.stream.clone_dtoh(&s.slice(range)).map_err(cuda_err)
+            }
+            (Runtime::Emulated(_), Storage::Emulated(a)) => Ok(a.as_slice()[range].to_vec()),
+            _ => Err(foreign_buffer()),
+        }
+    }
+
+    /// Writes `host` into `dst` from element `offset` on.
+    pub fn write<T: DeviceElem>(
+        &self,
+        host: &[T],
+        dst: &mut DeviceSlice<T>,
+        offset: usize,
+    ) -> Result<()> {
+        let range = offset..offset.saturating_add(host.len());
+        check_range("write", &range, dst.len())?;
+        match (&self.runtime, &mut dst.storage) {
+            (Runtime::Driver(d), Storage::Driver(s)) => d
+                .stream
+                .memcpy_htod(host, &mut s.slice_mut(range))
+                .map_err(cuda_err),
+            (Runtime::Emulated(_), Storage::Emulated(a)) => {
+                a.as_mut_slice()[range].copy_from_slice(host);
+                Ok(())
+            }
+            _ => Err(foreign_buffer()),
+        }
+    }
+
+    /// Copies elements `src_range` of `src` into `dst` from element `dst_offset` on.
+    pub fn copy<T: DeviceElem>(
+        &self,
+        src: &DeviceSlice<T>,
+        src_range: Range<usize>,
+        dst: &mut DeviceSlice<T>,
+        dst_offset: usize,
+    ) -> Result<()> {
+        check_range("copy source", &src_range, src.len())?;
+        let dst_range = dst_offset..dst_offset.saturating_add(src_range.len());
+        check_range("copy destination", &dst_range, dst.len())?;
+        match (&self.runtime, &src.storage, &mut dst.storage) {
+            (Runtime::Driver(d), Storage::Driver(s), Storage::Driver(t)) => d
+                .stream
+                .memcpy_dtod(&s.slice(src_range), &mut t.slice_mut(dst_range))
+                .map_err(cuda_err),
+            (Runtime::Emulated(_), Storage::Emulated(a), Storage::Emulated(b)) => {
+                b.as_mut_slice()[dst_range].copy_from_slice(&a.as_slice()[src_range]);
+                Ok(())
+            }
+            _ => Err(foreign_buffer()),
+        }
+    }
+
+    /// A new buffer holding elements `range` of `src`.
+    pub fn clone_range<T: DeviceElem>(
+        &self,
+        src: &DeviceSlice<T>,
+        range: Range<usize>,
+    ) -> Result<DeviceSlice<T>> {
+        check_range("clone", &range, src.len())?;
+        let mut out = self.zeros(range.len())?;
+        self.copy(src, range, &mut out, 0)?;
+        Ok(out)
+    }
+
+    /// Zeroes elements `range` of `dst`.
+    pub fn zero_range<T: DeviceElem>(
+        &self,
+        dst: &mut DeviceSlice<T>,
+        range: Range<usize>,
+    ) -> Result<()> {
+        check_range("zero", &range, dst.len())?;
+        match (&self.runtime, &mut dst.storage) {
+            (Runtime::Driver(d), Storage::Driver(s)) => d
+                .stream
+                .memset_zeros(&mut s.slice_mut(range))
+                .map_err(cuda_err),
+            (Runtime::Emulated(_), Storage::Emulated(a)) => {
+                a.as_mut_slice()[range].fill(T::default());
+                Ok(())
+            }
+            _ => Err(foreign_buffer()),
+        }
+    }
+
+    /// Waits for all queued work on the stream (the emulated device has none).
     pub fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(cuda_err)
+        match &self.runtime {
+            Runtime::Driver(d) => d.stream.synchronize().map_err(cuda_err),
+            Runtime::Emulated(_) => Ok(()),
+        }
     }
 
     /// Memory bandwidth as a device-to-device copy of `bytes` measures it, in bytes
@@ -155,13 +356,14 @@ impl CudaDevice {
     /// Use `bytes` well above the L2 size (1 GiB on current GPUs); the figure is the
     /// bound a decode step that reads its weights once can approach.
     pub fn copy_bandwidth(&self, bytes: usize, passes: usize) -> Result<f64> {
-        let src = self.zeros::<u8>(bytes.max(1))?;
-        let mut dst = self.zeros::<u8>(bytes.max(1))?;
+        let bytes = bytes.max(1);
+        let src = self.zeros::<u8>(bytes)?;
+        let mut dst = self.zeros::<u8>(bytes)?;
         let mut best = f64::INFINITY;
         for pass in 0..=passes.max(1) {
             self.synchronize()?;
             let t = std::time::Instant::now();
-            self.stream.memcpy_dtod(&src, &mut dst).map_err(cuda_err)?;
+            self.copy(&src, 0..bytes, &mut dst, 0)?;
             self.synchronize()?;
             if pass > 0 {
                 best = best.min(t.elapsed().as_secs_f64());

@@ -5,11 +5,11 @@
 //! (`attention_tiles.rs`) for the first pass.
 
 use super::attention_tiles::{self, DeviceTiles, TILE_THREADS};
-use super::ops::{check_len, cuda_err, dim_u32};
+use super::ops::{check_len, dim_u32};
 use crate::kernel_sources::{ATTENTION, ATTENTION_TILES};
 use crate::{AttentionRows, ModelError, Result};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
+use edge_core::cuda::{DeviceElem, LaunchConfig};
 use std::sync::OnceLock;
 
 /// Threads per CTA of the first pass (`EQ_ATTN_THREADS`).
@@ -31,9 +31,9 @@ pub enum KvPages<'a> {
     /// FP8 E4M3 codes; the values are code × `k_scale` / `v_scale`.
     Fp8 {
         /// Keys.
-        keys: &'a CudaSlice<u8>,
+        keys: &'a DeviceSlice<u8>,
         /// Values.
-        values: &'a CudaSlice<u8>,
+        values: &'a DeviceSlice<u8>,
         /// The layer's key scale.
         k_scale: f32,
         /// The layer's value scale.
@@ -42,16 +42,16 @@ pub enum KvPages<'a> {
     /// bf16 bits.
     Bf16 {
         /// Keys.
-        keys: &'a CudaSlice<u16>,
+        keys: &'a DeviceSlice<u16>,
         /// Values.
-        values: &'a CudaSlice<u16>,
+        values: &'a DeviceSlice<u16>,
     },
     /// f32 values.
     F32 {
         /// Keys.
-        keys: &'a CudaSlice<f32>,
+        keys: &'a DeviceSlice<f32>,
         /// Values.
-        values: &'a CudaSlice<f32>,
+        values: &'a DeviceSlice<f32>,
     },
 }
 
@@ -71,11 +71,11 @@ pub struct PagedAttention<'a> {
 /// layer), with the host copy the launches check against.
 pub struct DeviceAttentionRows {
     host: AttentionRows,
-    table: CudaSlice<u32>,
-    span_of: CudaSlice<u32>,
-    lens: CudaSlice<u32>,
-    masks: CudaSlice<u64>,
-    stores: CudaSlice<u32>,
+    table: DeviceSlice<u32>,
+    span_of: DeviceSlice<u32>,
+    lens: DeviceSlice<u32>,
+    masks: DeviceSlice<u64>,
+    stores: DeviceSlice<u32>,
     /// The query tiles, planned by the first launch that may use them (every attention
     /// layer of a model has the same group size); `None` inside where tiling does not pay.
     pub(super) tiles: OnceLock<Option<DeviceTiles>>,
@@ -115,7 +115,7 @@ impl DeviceAttentionRows {
     }
 
     /// Each row's cache slot on the device ([`AttentionRows::stores`]).
-    pub(super) fn stores(&self) -> &CudaSlice<u32> {
+    pub(super) fn stores(&self) -> &DeviceSlice<u32> {
         &self.stores
     }
 }
@@ -127,8 +127,8 @@ pub fn attention_rows(
     dev: &CudaDevice,
     layer: &PagedAttention<'_>,
     rows: &DeviceAttentionRows,
-    q: &CudaSlice<f32>,
-    out: &mut CudaSlice<f32>,
+    q: &DeviceSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     attention_pass(dev, layer, rows, q, out, FirstPassKernel::Auto)
 }
@@ -146,8 +146,8 @@ pub(super) fn attention_pass(
     dev: &CudaDevice,
     layer: &PagedAttention<'_>,
     rows: &DeviceAttentionRows,
-    q: &CudaSlice<f32>,
-    out: &mut CudaSlice<f32>,
+    q: &DeviceSlice<f32>,
+    out: &mut DeviceSlice<f32>,
     kernel: FirstPassKernel,
 ) -> Result<()> {
     const OP: &str = "attention";
@@ -240,7 +240,7 @@ pub(super) fn attention_pass(
         block_dim: (dim_u32v, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(&part_m)
         .arg(&part_l)
@@ -253,7 +253,7 @@ pub(super) fn attention_pass(
     // u32 heads, u32 dim, u32 splits): the partials hold rows·heads·splits (·dim) values
     // (allocated above), out rows·heads·dim (checked); grid (heads, rows), dim ≤ 256
     // threads.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
@@ -289,11 +289,11 @@ struct FirstPass<'a> {
     rows: &'a DeviceAttentionRows,
     /// The query tiles where the tile kernel runs the pass.
     tiles: Option<&'a DeviceTiles>,
-    q: &'a CudaSlice<f32>,
+    q: &'a DeviceSlice<f32>,
     parts: (
-        &'a mut CudaSlice<f32>,
-        &'a mut CudaSlice<f32>,
-        &'a mut CudaSlice<f32>,
+        &'a mut DeviceSlice<f32>,
+        &'a mut DeviceSlice<f32>,
+        &'a mut DeviceSlice<f32>,
     ),
     dims: &'a Dims,
 }
@@ -301,11 +301,11 @@ struct FirstPass<'a> {
 impl FirstPass<'_> {
     /// Launches the first pass over pages of element type `T` (`kv` its kernel tag): the
     /// tile kernel where the pass has tiles, else the row kernel.
-    fn run<T: DeviceRepr>(
+    fn run<T: DeviceElem>(
         &mut self,
         kv: &str,
-        keys: &CudaSlice<T>,
-        values: &CudaSlice<T>,
+        keys: &DeviceSlice<T>,
+        values: &DeviceSlice<T>,
         k_scale: f32,
         v_scale: f32,
     ) -> Result<()> {
@@ -343,7 +343,7 @@ impl FirstPass<'_> {
                 },
             ),
         };
-        let mut launch = dev.stream().launch_builder(&func);
+        let mut launch = dev.launch_builder(&func);
         launch
             .arg(q)
             .arg(&rows.table)
@@ -377,7 +377,7 @@ impl FirstPass<'_> {
         // read is inside keys/values; the partials hold rows·heads·splits (·dim) values for
         // the grid (kv_heads, rows or tiles, splits) with splits·split_rows ≥ every
         // row's end.
-        unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+        unsafe { launch.launch(cfg) }?;
         Ok(())
     }
 }

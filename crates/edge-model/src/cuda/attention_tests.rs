@@ -7,13 +7,12 @@ use super::*;
 use crate::AttentionRows;
 use crate::cpu::norm::rms_norm_zero_centred;
 use crate::layers::rope::Rope;
+use edge_core::Device;
 use edge_kvcache::memory::{KvRun, decode_run};
 use edge_kvcache::{AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, HostMemory, KvDType};
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn attention_rows_match_reference() {
-    let dev = device();
+fn attention_rows_match_reference(on: Device) {
+    let dev = device(on);
     // Qwen3.6-27B's attention: 24 query heads on 4 KV heads of 256; FP8 pages of 16 rows.
     let (kv_heads, group, dim, block, pool, max_pages) = (4, 6, 256, 16, 300, 64);
     // Span 0: a decode row at depth 1000; span 1: a prompt chunk of 5 rows at 17;
@@ -151,10 +150,8 @@ fn attention_rows_match_reference() {
     );
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn attention_inputs_match_cpu() {
-    let dev = device();
+fn attention_inputs_match_cpu(on: Device) {
+    let dev = device(on);
     // Qwen3.6-27B: 24 query heads and 4 KV heads of 256, a quarter rotated.
     let (heads, kv_heads, d, rows) = (24, 4, 256, 3);
     let rope = Rope::new(64, 10_000_000.0);
@@ -243,10 +240,8 @@ fn attention_inputs_match_cpu() {
     assert!(matches!(r, Err(crate::ModelError::InvalidInput(_))));
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn kv_store_and_copies_match_the_host_cache() {
-    let dev = device();
+fn kv_store_and_copies_match_the_host_cache(on: Device) {
+    let dev = device(on);
     let (kv_heads, d, block, pool) = (4, 256, 16, 6);
     for dtype in [KvDType::Fp8E4M3, KvDType::Bf16, KvDType::F32] {
         let spec = CacheSpec {
@@ -413,7 +408,7 @@ fn kv_store_and_copies_match_the_host_cache() {
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
 fn attention_tiles_against_rows_timing() {
-    let dev = device();
+    let dev = device(Device::Cuda(0));
     let (kv_heads, group, dim, block, depth) = (4, 6, 256, 16, 4096);
     let max_pages = (depth + 512) / block;
     let elems = max_pages * kv_heads * block * dim;
@@ -461,7 +456,7 @@ fn attention_tiles_against_rows_timing() {
             dev.zeros::<f32>(n * kv_heads * group * dim).unwrap(),
             dev.zeros::<f32>(n * kv_heads * group * dim).unwrap(),
         );
-        let time = |kernel, out: &mut edge_core::cuda::CudaSlice<f32>| {
+        let time = |kernel, out: &mut edge_core::cuda::DeviceSlice<f32>| {
             super::timing::median_us(&dev, 5, || {
                 attention_pass(&dev, &layer, &on_device, &q, out, kernel).unwrap()
             })
@@ -518,3 +513,7 @@ fn splits_follow_the_work_in_rows() {
         assert!(splits * rows >= longest && splits >= 1 && rows >= 1);
     }
 }
+
+edge_core::device_test!(attention_rows_match_reference, cuda);
+edge_core::device_test!(attention_inputs_match_cpu, cuda);
+edge_core::device_test!(kv_store_and_copies_match_the_host_cache, cuda);

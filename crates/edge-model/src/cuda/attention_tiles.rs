@@ -5,7 +5,7 @@
 //! same second pass.
 
 use crate::{AttentionRows, Result};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// (Query row, query head) pairs per CTA of the tile kernel (`EQ_TILE_PAIRS`).
 pub(super) const TILE_PAIRS: usize = 64;
@@ -19,9 +19,9 @@ pub(super) struct DeviceTiles {
     /// Tiles.
     pub tiles: usize,
     /// Each tile's first row.
-    pub first: CudaSlice<u32>,
+    pub first: DeviceSlice<u32>,
     /// Each tile's rows.
-    pub count: CudaSlice<u32>,
+    pub count: DeviceSlice<u32>,
 }
 
 /// The tiles of `rows` for query heads per KV head `group`, or `None` where tiling does

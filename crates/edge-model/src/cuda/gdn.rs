@@ -7,11 +7,11 @@
 //! `cpu::gdn::recurrence` and `cpu::gdn_tree::recurrence`). A tree commit is
 //! `gather_rows` of the accepted path's kept inputs, then both ops on a one-span chain.
 
-use super::ops::{check_len, cuda_err, dim_u32};
+use super::ops::{check_len, dim_u32};
 use crate::kernel_sources::GDN;
 use crate::{GdnRows, ModelError, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::LaunchConfig;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// Threads per block (`EQ_GDN_THREADS`).
 const THREADS: u32 = 128;
@@ -41,11 +41,11 @@ pub struct GdnLayer<'a> {
     /// The head shape.
     pub heads: GdnHeads,
     /// `−exp(A_log)` per value head.
-    pub neg_a: &'a CudaSlice<f32>,
+    pub neg_a: &'a DeviceSlice<f32>,
     /// The decay bias per value head.
-    pub dt_bias: &'a CudaSlice<f32>,
+    pub dt_bias: &'a DeviceSlice<f32>,
     /// The gated norm's weight (`value_dim`).
-    pub norm_weight: &'a CudaSlice<f32>,
+    pub norm_weight: &'a DeviceSlice<f32>,
     /// The gated norm's epsilon.
     pub eps: f32,
 }
@@ -56,27 +56,27 @@ pub struct GdnLayer<'a> {
 /// (`[rows, value_heads]`).
 pub struct GdnInputs<'a> {
     /// Queries.
-    pub q: &'a CudaSlice<f32>,
+    pub q: &'a DeviceSlice<f32>,
     /// Keys.
-    pub k: &'a CudaSlice<f32>,
+    pub k: &'a DeviceSlice<f32>,
     /// Values.
-    pub v: &'a CudaSlice<f32>,
+    pub v: &'a DeviceSlice<f32>,
     /// β logits.
-    pub b: &'a CudaSlice<f32>,
+    pub b: &'a DeviceSlice<f32>,
     /// Decay inputs.
-    pub a: &'a CudaSlice<f32>,
+    pub a: &'a DeviceSlice<f32>,
     /// Output gate.
-    pub z: &'a CudaSlice<f32>,
+    pub z: &'a DeviceSlice<f32>,
 }
 
 /// A pass's [`GdnRows`] on the device (uploaded once, read by every GDN layer), with the
 /// host copy the launches check against.
 pub struct GdnSpans {
     host: GdnRows,
-    slots: CudaSlice<u32>,
-    starts: CudaSlice<u32>,
-    tree_of: CudaSlice<u32>,
-    parents: CudaSlice<u32>,
+    slots: DeviceSlice<u32>,
+    starts: DeviceSlice<u32>,
+    tree_of: DeviceSlice<u32>,
+    parents: DeviceSlice<u32>,
 }
 
 impl GdnSpans {
@@ -157,14 +157,14 @@ fn launch_shape(op: &str, heads: u32, spans: usize) -> Result<LaunchConfig> {
 pub fn gdn_conv(
     dev: &CudaDevice,
     heads: GdnHeads,
-    taps: &CudaSlice<f32>,
-    windows: &mut CudaSlice<f32>,
+    taps: &DeviceSlice<f32>,
+    windows: &mut DeviceSlice<f32>,
     spans: &GdnSpans,
-    qkv: &CudaSlice<f32>,
+    qkv: &DeviceSlice<f32>,
     (q, k, v): (
-        &mut CudaSlice<f32>,
-        &mut CudaSlice<f32>,
-        &mut CudaSlice<f32>,
+        &mut DeviceSlice<f32>,
+        &mut DeviceSlice<f32>,
+        &mut DeviceSlice<f32>,
     ),
 ) -> Result<()> {
     const OP: &str = "gdn_conv";
@@ -202,7 +202,7 @@ pub fn gdn_conv(
     let dims = [hk32, hv32, dk32, dv32, dim_u32(OP, "kernel", kernel)?];
     let func = dev.function(&GDN, "eq_gdn_conv_f32")?;
     let cfg = launch_shape(OP, 2 * hk32 + hv32, spans.host.spans())?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(windows)
         .arg(&spans.slots)
@@ -222,7 +222,7 @@ pub fn gdn_conv(
     // ascend from 0, parents earlier rows of their tree), slots distinct and inside the
     // window pool, kernel ≤ EQ_GDN_MAX_KERNEL; grid (2·hk + hv, spans), EQ_GDN_THREADS
     // threads.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
@@ -247,10 +247,10 @@ pub(super) fn recurrence_kernel(heads: GdnHeads, spans: &GdnRows) -> &'static st
 pub fn gdn_recurrence(
     dev: &CudaDevice,
     layer: &GdnLayer<'_>,
-    states: &mut CudaSlice<f32>,
+    states: &mut DeviceSlice<f32>,
     spans: &GdnSpans,
     x: &GdnInputs<'_>,
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     gdn_recurrence_with(dev, layer, states, spans, x, out, false)
 }
@@ -260,10 +260,10 @@ pub fn gdn_recurrence(
 pub(super) fn gdn_recurrence_with(
     dev: &CudaDevice,
     layer: &GdnLayer<'_>,
-    states: &mut CudaSlice<f32>,
+    states: &mut DeviceSlice<f32>,
     spans: &GdnSpans,
     x: &GdnInputs<'_>,
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
     rows_only: bool,
 ) -> Result<()> {
     const OP: &str = "gdn_recurrence";
@@ -304,7 +304,7 @@ pub(super) fn gdn_recurrence_with(
     };
     let func = dev.function(&GDN, kernel)?;
     let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(states)
         .arg(&spans.slots)
@@ -335,6 +335,6 @@ pub(super) fn gdn_recurrence_with(
     // trees numbered 0.. and at most 64 rows), the slots are distinct and inside the pool,
     // scratch holds one [hv, dk, dv] block per tree, dk, dv ≤ EQ_GDN_MAX_DIM (the shared
     // buffers), and the grid is (value heads, spans) with EQ_GDN_THREADS threads.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }

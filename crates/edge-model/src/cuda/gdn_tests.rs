@@ -4,7 +4,8 @@
 use super::tests::{device, values};
 use super::*;
 use crate::cpu::norm;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::Device;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// Spans of 1, 5 and 2 rows (a decode step and two prompt chunks) and a 6-row token tree
 /// (two roots), on scattered slots.
@@ -43,6 +44,7 @@ fn tree_path(i: usize) -> Vec<usize> {
 /// `recurrent` row after row as the row kernel, and `delta_tree::outputs` for the tree.
 /// `then` gets the device, the layer, the inputs, the states and the output afterwards.
 fn recurrence_case(
+    on: Device,
     span_rows: &[usize],
     slots_of: &[u32],
     spans: crate::GdnRows,
@@ -51,12 +53,12 @@ fn recurrence_case(
         &CudaDevice,
         &GdnLayer<'_>,
         &GdnInputs<'_>,
-        &mut CudaSlice<f32>,
-        &mut CudaSlice<f32>,
+        &mut DeviceSlice<f32>,
+        &mut DeviceSlice<f32>,
     ),
 ) {
     use crate::cpu::delta_rule::{HeadInputs, chunked, recurrent};
-    let dev = device();
+    let dev = device(on);
     let (hk, hv, dk, dv, slots) = (16, 48, 128, 128, 5);
     let rows: usize = span_rows.iter().sum();
     let unit = |n: usize, seed: u32, scale: f32| -> Vec<f32> {
@@ -180,10 +182,9 @@ fn recurrence_case(
     then(&dev, &layer, &x, &mut sd, &mut out);
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn gdn_recurrence_matches_cpu() {
+fn gdn_recurrence_matches_cpu(on: Device) {
     recurrence_case(
+        on,
         &GDN_SPAN_ROWS,
         &GDN_SLOTS,
         gdn_rows(),
@@ -217,9 +218,7 @@ fn gdn_recurrence_matches_cpu() {
 /// Prompt chunks without a tree take the chunked kernel: spans of 1, 70 (three chunks,
 /// the last partial), 33 and 32 rows, against the CPU backend's own choice (`chunked`
 /// for several rows).
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn gdn_chunked_recurrence_matches_cpu() {
+fn gdn_chunked_recurrence_matches_cpu(on: Device) {
     let (span_rows, slots) = ([1, 70, 33, 32], [4, 0, 2, 3]);
     let spans = crate::GdnRows::chains(slots.to_vec(), &span_rows).unwrap();
     assert_eq!(
@@ -234,14 +233,12 @@ fn gdn_chunked_recurrence_matches_cpu() {
         ),
         "eq_gdn_chunked_f32"
     );
-    recurrence_case(&span_rows, &slots, spans, true, |_, _, _, _, _| {});
+    recurrence_case(on, &span_rows, &slots, spans, true, |_, _, _, _, _| {});
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn gdn_conv_matches_cpu() {
+fn gdn_conv_matches_cpu(on: Device) {
     use crate::cpu::conv::{ConvRange, conv_range};
-    let dev = device();
+    let dev = device(on);
     let (hk, hv, dk, dv, kernel, slots) = (16, 48, 128, 128, 4, 5);
     let rows: usize = GDN_SPAN_ROWS.iter().sum();
     let channels = 2 * hk * dk + hv * dv;
@@ -358,6 +355,7 @@ fn gdn_conv_matches_cpu() {
 fn gdn_prompt_chunk_timing() {
     let spans = crate::GdnRows::chains(vec![0], &[512]).unwrap();
     recurrence_case(
+        Device::Cuda(0),
         &[512],
         &[0],
         spans.clone(),
@@ -379,3 +377,7 @@ fn gdn_prompt_chunk_timing() {
         },
     );
 }
+
+edge_core::device_test!(gdn_recurrence_matches_cpu, cuda);
+edge_core::device_test!(gdn_chunked_recurrence_matches_cpu, cuda);
+edge_core::device_test!(gdn_conv_matches_cpu, cuda);

@@ -4,11 +4,11 @@
 //! ([`kv_copy_rows`], as `HostKv::copy_row` for a tree commit).
 
 use super::attention::DeviceAttentionRows;
-use super::ops::{check_len, cuda_err, dim_u32};
+use super::ops::{check_len, dim_u32};
 use crate::kernel_sources::KV_STORE;
 use crate::{ModelError, Result};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
+use edge_core::cuda::{DeviceElem, LaunchConfig};
 
 /// Threads per block (`EQ_KV_THREADS`).
 const THREADS: u32 = 256;
@@ -21,9 +21,9 @@ pub enum KvPagesMut<'a> {
     /// FP8 E4M3 codes of value / scale.
     Fp8 {
         /// Keys.
-        keys: &'a mut CudaSlice<u8>,
+        keys: &'a mut DeviceSlice<u8>,
         /// Values.
-        values: &'a mut CudaSlice<u8>,
+        values: &'a mut DeviceSlice<u8>,
         /// The layer's key scale.
         k_scale: f32,
         /// The layer's value scale.
@@ -32,16 +32,16 @@ pub enum KvPagesMut<'a> {
     /// bf16 bits.
     Bf16 {
         /// Keys.
-        keys: &'a mut CudaSlice<u16>,
+        keys: &'a mut DeviceSlice<u16>,
         /// Values.
-        values: &'a mut CudaSlice<u16>,
+        values: &'a mut DeviceSlice<u16>,
     },
     /// f32 values.
     F32 {
         /// Keys.
-        keys: &'a mut CudaSlice<f32>,
+        keys: &'a mut DeviceSlice<f32>,
         /// Values.
-        values: &'a mut CudaSlice<f32>,
+        values: &'a mut DeviceSlice<f32>,
     },
 }
 
@@ -84,8 +84,8 @@ pub fn kv_store(
     dev: &CudaDevice,
     layer: &mut KvLayerMut<'_>,
     rows: &DeviceAttentionRows,
-    k: &CudaSlice<f32>,
-    v: &CudaSlice<f32>,
+    k: &DeviceSlice<f32>,
+    v: &DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "kv_store";
     let slots = layer.slots(OP)?;
@@ -144,24 +144,24 @@ struct Store<'a> {
     dev: &'a CudaDevice,
     cfg: LaunchConfig,
     rows: &'a DeviceAttentionRows,
-    k: &'a CudaSlice<f32>,
-    v: &'a CudaSlice<f32>,
+    k: &'a DeviceSlice<f32>,
+    v: &'a DeviceSlice<f32>,
     /// kv_heads, block, head_dim.
     dims: [u32; 3],
     n: u64,
 }
 
 impl Store<'_> {
-    fn run<T: DeviceRepr>(
+    fn run<T: DeviceElem>(
         &self,
         entry: &str,
-        keys: &mut CudaSlice<T>,
-        values: &mut CudaSlice<T>,
+        keys: &mut DeviceSlice<T>,
+        values: &mut DeviceSlice<T>,
         k_scale: f32,
         v_scale: f32,
     ) -> Result<()> {
         let func = self.dev.function(&KV_STORE, entry)?;
-        let mut launch = self.dev.stream().launch_builder(&func);
+        let mut launch = self.dev.launch_builder(&func);
         launch
             .arg(self.k)
             .arg(self.v)
@@ -178,7 +178,7 @@ impl Store<'_> {
         // KV* values, float k_scale, float v_scale, u32 kv_heads, u32 block, u32 dim, u64
         // rows) with KV the pages' element type: k and v hold rows·kv_heads·dim values, the
         // slots one per row, each inside the pages (checked by kv_store); grid-stride.
-        unsafe { launch.launch(self.cfg) }.map_err(cuda_err)?;
+        unsafe { launch.launch(self.cfg) }?;
         Ok(())
     }
 }
@@ -227,18 +227,18 @@ pub fn kv_copy_rows(
 /// The row copy's arguments other than the pages.
 struct Copy<'a> {
     dev: &'a CudaDevice,
-    moves: &'a CudaSlice<u32>,
+    moves: &'a DeviceSlice<u32>,
     n_moves: u32,
     /// kv_heads, block, head_dim.
     dims: [u32; 3],
 }
 
 impl Copy<'_> {
-    fn run<T: DeviceRepr>(
+    fn run<T: DeviceElem>(
         &self,
         entry: &str,
-        keys: &mut CudaSlice<T>,
-        values: &mut CudaSlice<T>,
+        keys: &mut DeviceSlice<T>,
+        values: &mut DeviceSlice<T>,
     ) -> Result<()> {
         let func = self.dev.function(&KV_STORE, entry)?;
         let cfg = LaunchConfig {
@@ -246,7 +246,7 @@ impl Copy<'_> {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut launch = self.dev.stream().launch_builder(&func);
+        let mut launch = self.dev.launch_builder(&func);
         launch
             .arg(keys)
             .arg(values)
@@ -258,7 +258,7 @@ impl Copy<'_> {
         // SAFETY: eq_kv_copy_rows_<kv>(KV* keys, KV* values, const u32* moves, u32 n_moves,
         // u32 kv_heads, u32 block, u32 dim) with KV the pages' element type: moves holds
         // 2·n_moves slots, each inside the pages (checked by kv_copy_rows); one block.
-        unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+        unsafe { launch.launch(cfg) }?;
         Ok(())
     }
 }

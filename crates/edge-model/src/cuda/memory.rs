@@ -12,10 +12,10 @@
 //! take that many sequences' states and the pages the rest. Snapshots of slot state are
 //! device allocations of their own.
 
+use super::KvPages;
 use super::kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows};
-use super::{KvPages, ops::cuda_err};
 use crate::Result;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 use edge_kvcache::{
     AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, KvCacheError, KvDType, PoolCapacity,
     RecurrentLayerSpec, SlotId,
@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 /// One attention layer's key and value pools, in the pages' element type.
 enum Pools {
-    Fp8(CudaSlice<u8>, CudaSlice<u8>),
-    Bf16(CudaSlice<u16>, CudaSlice<u16>),
-    F32(CudaSlice<f32>, CudaSlice<f32>),
+    Fp8(DeviceSlice<u8>, DeviceSlice<u8>),
+    Bf16(DeviceSlice<u16>, DeviceSlice<u16>),
+    F32(DeviceSlice<f32>, DeviceSlice<f32>),
 }
 
 /// One attention layer's pages on the device.
@@ -110,8 +110,8 @@ impl DeviceKv {
 /// One recurrent layer's conv-window and state pools on the device.
 pub struct DeviceRecurrent {
     spec: RecurrentLayerSpec,
-    conv: CudaSlice<f32>,
-    state: CudaSlice<f32>,
+    conv: DeviceSlice<f32>,
+    state: DeviceSlice<f32>,
 }
 
 impl std::fmt::Debug for DeviceRecurrent {
@@ -130,14 +130,14 @@ impl DeviceRecurrent {
 
     /// The conv windows and states of every slot (`[slots, conv]`, `[slots, state]`),
     /// as the GDN kernels take them.
-    pub fn pools_mut(&mut self) -> (&mut CudaSlice<f32>, &mut CudaSlice<f32>) {
+    pub fn pools_mut(&mut self) -> (&mut DeviceSlice<f32>, &mut DeviceSlice<f32>) {
         (&mut self.conv, &mut self.state)
     }
 }
 
 /// A saved copy of one slot: per recurrent layer, its conv window and state.
 pub struct DeviceState {
-    layers: Vec<(CudaSlice<f32>, CudaSlice<f32>)>,
+    layers: Vec<(DeviceSlice<f32>, DeviceSlice<f32>)>,
 }
 
 impl std::fmt::Debug for DeviceState {
@@ -263,15 +263,14 @@ impl CacheMemory for CudaCacheMemory {
 
     fn clear_state(&mut self, slot: SlotId) -> edge_kvcache::Result<()> {
         self.check_slot(slot)?;
-        let (i, stream) = (slot.index(), self.dev.stream());
+        let i = slot.index();
         for r in &mut self.recurrent {
             let (conv, state) = (r.spec.conv, r.spec.state);
             for (pool, len) in [(&mut r.conv, conv), (&mut r.state, state)] {
                 if len > 0 {
-                    let mut view = pool.slice_mut(i * len..(i + 1) * len);
-                    stream
-                        .memset_zeros(&mut view)
-                        .map_err(|e| memory_err(cuda_err(e)))?;
+                    (self.dev)
+                        .zero_range(pool, i * len..(i + 1) * len)
+                        .map_err(memory_err)?;
                 }
             }
         }
@@ -280,14 +279,14 @@ impl CacheMemory for CudaCacheMemory {
 
     fn save_state(&self, slot: SlotId) -> edge_kvcache::Result<DeviceState> {
         self.check_slot(slot)?;
-        let (i, stream) = (slot.index(), self.dev.stream());
+        let i = slot.index();
         // One allocate-and-copy per part; an empty part keeps a one-value buffer (the
         // driver allocates nothing of length zero) that `load_state` never reads.
-        let copy = |pool: &CudaSlice<f32>, len: usize| -> Result<CudaSlice<f32>> {
+        let copy = |pool: &DeviceSlice<f32>, len: usize| -> Result<DeviceSlice<f32>> {
             if len == 0 {
                 return self.dev.zeros(1).map_err(Into::into);
             }
-            (stream.clone_dtod(&pool.slice(i * len..(i + 1) * len))).map_err(cuda_err)
+            Ok(self.dev.clone_range(pool, i * len..(i + 1) * len)?)
         };
         let layers = (self.recurrent.iter())
             .map(|r| Ok((copy(&r.conv, r.spec.conv)?, copy(&r.state, r.spec.state)?)))
@@ -305,7 +304,7 @@ impl CacheMemory for CudaCacheMemory {
                 self.recurrent.len()
             )));
         }
-        let (i, stream) = (slot.index(), self.dev.stream());
+        let i = slot.index();
         for (r, (conv, state)) in self.recurrent.iter_mut().zip(&saved.layers) {
             let (conv_len, state_len) = (r.spec.conv, r.spec.state);
             for (pool, len, src) in [
@@ -313,10 +312,9 @@ impl CacheMemory for CudaCacheMemory {
                 (&mut r.state, state_len, state),
             ] {
                 if len > 0 {
-                    let mut dst = pool.slice_mut(i * len..(i + 1) * len);
-                    stream
-                        .memcpy_dtod(&src.slice(0..len), &mut dst)
-                        .map_err(|e| memory_err(cuda_err(e)))?;
+                    (self.dev)
+                        .copy(src, 0..len, pool, i * len)
+                        .map_err(memory_err)?;
                 }
             }
         }

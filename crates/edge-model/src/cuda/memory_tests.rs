@@ -5,6 +5,7 @@
 
 use super::tests::device;
 use super::*;
+use edge_core::Device;
 use edge_kvcache::{
     AttentionLayerSpec, BlockId, CacheConfig, CacheMemory, CacheSpec, KvCacheError, KvDType,
     PagedCache, PoolCapacity, RecurrentLayerSpec, SequenceCache, SlotId, SnapshotData,
@@ -34,10 +35,8 @@ fn code(layer: usize, i: usize) -> u8 {
     (i * 7 + layer * 31 + 1) as u8
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn page_copies_move_the_host_layouts_rows() {
-    let dev = device();
+fn page_copies_move_the_host_layouts_rows(on: Device) {
+    let dev = device(on);
     let s = spec(KvDType::Fp8E4M3);
     let cap = PoolCapacity { pages: 3, slots: 2 };
     let mut mem = CudaCacheMemory::new(&dev, &s, cap).unwrap();
@@ -49,8 +48,8 @@ fn page_copies_move_the_host_layouts_rows() {
         let KvPagesMut::Fp8 { keys, values, .. } = &mut kv.pages else {
             panic!("FP8 pages")
         };
-        dev.stream().memcpy_htod(&pattern, *keys).unwrap();
-        dev.stream().memcpy_htod(&pattern, *values).unwrap();
+        dev.write(&pattern, keys, 0).unwrap();
+        dev.write(&pattern, values, 0).unwrap();
         // Rows 0..3 of page 0 land in page 2, head by head; row 3 of page 2 stays.
         let mut expect = pattern.clone();
         for h in 0..HEADS {
@@ -88,10 +87,8 @@ fn page_copies_move_the_host_layouts_rows() {
     assert!(matches!(err, KvCacheError::Memory(_)), "{err}");
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn slot_states_save_clear_and_restore() {
-    let dev = device();
+fn slot_states_save_clear_and_restore(on: Device) {
+    let dev = device(on);
     let s = spec(KvDType::F32);
     let mut mem = CudaCacheMemory::new(&dev, &s, PoolCapacity { pages: 1, slots: 2 }).unwrap();
     mem.materialize_slot(SlotId::new(0)).unwrap();
@@ -100,8 +97,8 @@ fn slot_states_save_clear_and_restore() {
     let state: Vec<f32> = (0..10).map(|i| -(i as f32) - 0.25).collect();
     {
         let (c, st) = mem.recurrent_mut(0).pools_mut();
-        dev.stream().memcpy_htod(&conv, c).unwrap();
-        dev.stream().memcpy_htod(&state, st).unwrap();
+        dev.write(&conv, c, 0).unwrap();
+        dev.write(&state, st, 0).unwrap();
     }
     let saved = mem.save_state(SlotId::new(1)).unwrap();
     mem.clear_state(SlotId::new(1)).unwrap();
@@ -115,10 +112,8 @@ fn slot_states_save_clear_and_restore() {
     assert!(matches!(err, KvCacheError::Memory(_)), "{err}");
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn a_paged_cache_runs_over_device_memory() {
-    let dev = device();
+fn a_paged_cache_runs_over_device_memory(on: Device) {
+    let dev = device(on);
     let config = CacheConfig {
         block_size: BLOCK,
         kv_dtype: KvDType::Bf16,
@@ -150,3 +145,7 @@ fn a_paged_cache_runs_over_device_memory() {
     cache.release(b).unwrap();
     cache.verify_refcounts().unwrap();
 }
+
+edge_core::device_test!(page_copies_move_the_host_layouts_rows, cuda);
+edge_core::device_test!(slot_states_save_clear_and_restore, cuda);
+edge_core::device_test!(a_paged_cache_runs_over_device_memory, cuda);

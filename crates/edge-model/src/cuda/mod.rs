@@ -45,3 +45,19 @@ pub use memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent, DeviceState};
 pub use ops::{add, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
 pub use rope::{AttentionNorms, attention_inputs};
 pub use sampling::{MAX_TOP_K, TopK, argmax, top_k};
+
+unsafe extern "C" {
+    /// The table build.rs generates (kernels/host_emulation/build_support.rs).
+    fn edge_model_host_kernels(n: *mut u64) -> *const edge_core::cuda::RawHostKernel;
+}
+
+/// This crate's kernels compiled for the host, for the emulated CUDA device
+/// ([`edge_core::cuda::CudaDevice::emulated`]).
+pub const HOST_KERNELS: edge_core::cuda::HostKernelTable = edge_model_host_kernels;
+
+/// The emulated CUDA device with every kernel of the workspace (edge-quant's and this
+/// crate's): [`CudaBackend`] and every operation of this module run on it, on the CPU,
+/// with no GPU, driver or NVRTC. For verification and debugging, not speed.
+pub fn emulated_device() -> std::sync::Arc<edge_core::cuda::CudaDevice> {
+    edge_core::cuda::CudaDevice::emulated(&[edge_quant::cuda::HOST_KERNELS, HOST_KERNELS])
+}

@@ -7,9 +7,8 @@
 use crate::backend::Gate;
 use crate::kernel_sources::ELEMENTWISE;
 use crate::{ModelError, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
-use edge_core::CoreError;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::LaunchConfig;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// Threads per block of the element-wise kernels (`EQ_EW_THREADS`).
 const EW_THREADS: u32 = 256;
@@ -18,10 +17,6 @@ const EW_THREADS: u32 = 256;
 const ROW_THREADS: u32 = 256;
 /// Grid cap of the element-wise kernels (they loop grid-stride beyond it).
 const EW_MAX_BLOCKS: usize = 4096;
-
-pub(super) fn cuda_err(e: impl std::fmt::Debug) -> ModelError {
-    ModelError::Core(CoreError::Cuda(format!("{e:?}")))
-}
 
 /// Fails unless `got == want` for the buffer `what` of `op`.
 pub(super) fn check_len(op: &str, what: &str, want: usize, got: usize) -> Result<()> {
@@ -56,18 +51,18 @@ pub(super) fn per_row(rows: u32) -> LaunchConfig {
 }
 
 /// `x += y`.
-pub fn add(dev: &CudaDevice, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>) -> Result<()> {
+pub fn add(dev: &CudaDevice, x: &mut DeviceSlice<f32>, y: &DeviceSlice<f32>) -> Result<()> {
     check_len("add", "y", x.len(), y.len())?;
     if x.is_empty() {
         return Ok(());
     }
     let n = x.len() as u64;
     let func = dev.function(&ELEMENTWISE, "eq_add_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(x).arg(y).arg(&n);
     // SAFETY: eq_add_f32(float*, const float*, u64 n); both buffers hold n values
     // (checked) and the kernel touches indices < n only.
-    unsafe { launch.launch(elementwise(n as usize)) }.map_err(cuda_err)?;
+    unsafe { launch.launch(elementwise(n as usize)) }?;
     Ok(())
 }
 
@@ -75,8 +70,8 @@ pub fn add(dev: &CudaDevice, x: &mut CudaSlice<f32>, y: &CudaSlice<f32>) -> Resu
 pub fn gate(
     dev: &CudaDevice,
     kind: Gate,
-    g: &CudaSlice<f32>,
-    x: &mut CudaSlice<f32>,
+    g: &DeviceSlice<f32>,
+    x: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     check_len("gate", "g", x.len(), g.len())?;
     if x.is_empty() {
@@ -88,20 +83,20 @@ pub fn gate(
     };
     let n = x.len() as u64;
     let func = dev.function(&ELEMENTWISE, name)?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(g).arg(x).arg(&n);
     // SAFETY: eq_gate_*_f32(const float* g, float* x, u64 n); both hold n values.
-    unsafe { launch.launch(elementwise(n as usize)) }.map_err(cuda_err)?;
+    unsafe { launch.launch(elementwise(n as usize)) }?;
     Ok(())
 }
 
 /// Row `i` of `out` is row `i` of `a` followed by row `i` of `b` (both `width` wide).
 pub fn concat_rows(
     dev: &CudaDevice,
-    a: &CudaSlice<f32>,
-    b: &CudaSlice<f32>,
+    a: &DeviceSlice<f32>,
+    b: &DeviceSlice<f32>,
     width: usize,
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "concat_rows";
     if width == 0 || !a.len().is_multiple_of(width) {
@@ -116,11 +111,11 @@ pub fn concat_rows(
     let width_u32 = dim_u32(OP, "width", width)?;
     let rows_u64 = rows as u64;
     let func = dev.function(&ELEMENTWISE, "eq_concat_rows_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(a).arg(b).arg(out).arg(&width_u32).arg(&rows_u64);
     // SAFETY: eq_concat_rows_f32(const float* a, const float* b, float* out, u32 width,
     // u64 rows); a and b hold rows·width and out 2·rows·width values (checked).
-    unsafe { launch.launch(elementwise(2 * a.len())) }.map_err(cuda_err)?;
+    unsafe { launch.launch(elementwise(2 * a.len())) }?;
     Ok(())
 }
 
@@ -128,11 +123,11 @@ pub fn concat_rows(
 /// (`rows_host` is the same list on the host, checked before the launch).
 pub fn gather_rows(
     dev: &CudaDevice,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     width: usize,
-    rows: &CudaSlice<u32>,
+    rows: &DeviceSlice<u32>,
     rows_host: &[u32],
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "gather_rows";
     check_len(OP, "rows", rows_host.len(), rows.len())?;
@@ -150,11 +145,11 @@ pub fn gather_rows(
     let n = rows_host.len() as u64;
     let cfg = elementwise(out.len());
     let func = dev.function(&ELEMENTWISE, "eq_gather_rows_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(x).arg(rows).arg(out).arg(&width_u32).arg(&n);
     // SAFETY: eq_gather_rows_f32(const float* x, const u32* idx, float* out, u32 width,
     // u64 n); idx holds n indices < rows of x (checked on the host copy), out n·width.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
@@ -163,11 +158,11 @@ pub fn gather_rows(
 /// vocabulary before the launch.
 pub fn embed_bf16(
     dev: &CudaDevice,
-    table: &CudaSlice<u16>,
+    table: &DeviceSlice<u16>,
     width: usize,
-    ids: &CudaSlice<u32>,
+    ids: &DeviceSlice<u32>,
     ids_host: &[u32],
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "embed";
     check_len(OP, "ids", ids_host.len(), ids.len())?;
@@ -185,11 +180,11 @@ pub fn embed_bf16(
     let n = ids_host.len() as u64;
     let cfg = elementwise(out.len());
     let func = dev.function(&ELEMENTWISE, "eq_embed_bf16")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(table).arg(ids).arg(out).arg(&width_u32).arg(&n);
     // SAFETY: eq_embed_bf16(const u16* table, const u32* ids, float* out, u32 width,
     // u64 tokens); ids < vocab (checked on the host copy), out holds tokens·width.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
@@ -207,10 +202,10 @@ pub(super) fn rows_of(op: &str, len: usize, width: usize) -> Result<u32> {
 /// `x · rsqrt(mean(x²) + eps) · (1 + w)`.
 pub fn rms_norm(
     dev: &CudaDevice,
-    x: &CudaSlice<f32>,
-    weight: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
+    weight: &DeviceSlice<f32>,
     eps: f32,
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "rms_norm";
     let rows = rows_of(OP, x.len(), weight.len())?;
@@ -220,12 +215,12 @@ pub fn rms_norm(
     }
     let width = dim_u32(OP, "width", weight.len())?;
     let func = dev.function(&ELEMENTWISE, "eq_rms_norm_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(x).arg(weight).arg(out).arg(&width).arg(&eps);
     // SAFETY: eq_rms_norm_f32(const float* x, const float* w, float* out, u32 width,
     // float eps), one block of ROW_THREADS per row; x and out hold rows·width values and
     // w width (checked).
-    unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
+    unsafe { launch.launch(per_row(rows)) }?;
     Ok(())
 }
 
@@ -233,9 +228,9 @@ pub fn rms_norm(
 /// `o · rsqrt(mean(o²) + eps) · w · silu(z)` (the plain weight, no +1).
 pub fn gated_rms_norm(
     dev: &CudaDevice,
-    o: &mut CudaSlice<f32>,
-    z: &CudaSlice<f32>,
-    weight: &CudaSlice<f32>,
+    o: &mut DeviceSlice<f32>,
+    z: &DeviceSlice<f32>,
+    weight: &DeviceSlice<f32>,
     eps: f32,
 ) -> Result<()> {
     const OP: &str = "gated_rms_norm";
@@ -246,10 +241,10 @@ pub fn gated_rms_norm(
     }
     let width = dim_u32(OP, "width", weight.len())?;
     let func = dev.function(&ELEMENTWISE, "eq_gated_rms_norm_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(o).arg(z).arg(weight).arg(&width).arg(&eps);
     // SAFETY: eq_gated_rms_norm_f32(float* o, const float* z, const float* w, u32 width,
     // float eps), one block per row; o and z hold rows·width values, w width (checked).
-    unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
+    unsafe { launch.launch(per_row(rows)) }?;
     Ok(())
 }

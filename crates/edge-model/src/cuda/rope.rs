@@ -2,11 +2,11 @@
 //! split, the per-head q/k norms and the partial rotary embedding, as
 //! `cpu::attention::prepare`.
 
-use super::ops::{check_len, cuda_err, dim_u32};
+use super::ops::{check_len, dim_u32};
 use crate::kernel_sources::ROPE;
 use crate::{ModelError, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::LaunchConfig;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// Threads per block (`EQ_ROPE_THREADS`).
 const THREADS: u32 = 128;
@@ -22,11 +22,11 @@ pub struct AttentionNorms<'a> {
     /// Head width (even, at most 256).
     pub head_dim: usize,
     /// The query norm's weight (`head_dim`, zero-centred: the scale is `1 + w`).
-    pub q_norm: &'a CudaSlice<f32>,
+    pub q_norm: &'a DeviceSlice<f32>,
     /// The key norm's weight.
-    pub k_norm: &'a CudaSlice<f32>,
+    pub k_norm: &'a DeviceSlice<f32>,
     /// The rotary inverse frequencies (`rotary_dim / 2`), the CPU's table.
-    pub inv_freq: &'a CudaSlice<f32>,
+    pub inv_freq: &'a DeviceSlice<f32>,
     /// The norms' epsilon.
     pub eps: f32,
 }
@@ -37,11 +37,11 @@ pub struct AttentionNorms<'a> {
 pub fn attention_inputs(
     dev: &CudaDevice,
     layer: &AttentionNorms<'_>,
-    qg: &CudaSlice<f32>,
-    k: &mut CudaSlice<f32>,
-    positions: &CudaSlice<u32>,
-    q: &mut CudaSlice<f32>,
-    gate: &mut CudaSlice<f32>,
+    qg: &DeviceSlice<f32>,
+    k: &mut DeviceSlice<f32>,
+    positions: &DeviceSlice<u32>,
+    q: &mut DeviceSlice<f32>,
+    gate: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "attention_inputs";
     let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
@@ -70,7 +70,7 @@ pub fn attention_inputs(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(qg)
         .arg(k)
@@ -90,6 +90,6 @@ pub fn attention_inputs(
     // heads, u32 kv_heads, u32 dim, u32 half, float eps): every buffer's length was checked
     // against rows (= positions), heads, kv_heads and dim; dim ≤ EQ_ROPE_MAX_DIM and
     // 2·half ≤ dim; grid (heads + kv_heads, rows).
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }

@@ -2,11 +2,10 @@
 //! and [`top_k`] candidates for sampling, so a step downloads one index or `k` values
 //! per row instead of the vocabulary.
 
-use super::ops::{check_len, cuda_err, dim_u32, per_row, rows_of};
+use super::ops::{check_len, dim_u32, per_row, rows_of};
 use crate::kernel_sources::SAMPLING;
 use crate::{ModelError, Result};
-use cudarc::driver::PushKernelArg;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// The most candidates [`top_k`] returns per row (`EQ_TOPK_MAX`).
 pub const MAX_TOP_K: usize = 256;
@@ -15,9 +14,9 @@ pub const MAX_TOP_K: usize = 256;
 /// row), as [`crate::argmax`]: the first maximum, NaN never chosen, 0 for a row of NaN.
 pub fn argmax(
     dev: &CudaDevice,
-    logits: &CudaSlice<f32>,
+    logits: &DeviceSlice<f32>,
     vocab: usize,
-    out: &mut CudaSlice<u32>,
+    out: &mut DeviceSlice<u32>,
 ) -> Result<()> {
     const OP: &str = "argmax";
     let rows = rows_of(OP, logits.len(), vocab)?;
@@ -27,12 +26,12 @@ pub fn argmax(
     }
     let vocab_u32 = dim_u32(OP, "vocab", vocab)?;
     let func = dev.function(&SAMPLING, "eq_argmax_f32")?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(logits).arg(out).arg(&vocab_u32);
     // SAFETY: eq_argmax_f32(const float* logits, u32* out, u32 vocab), one block of
     // ROW_THREADS (the kernel's EQ_ARGMAX_THREADS) per row; logits hold rows·vocab
     // values and out rows (checked).
-    unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
+    unsafe { launch.launch(per_row(rows)) }?;
     Ok(())
 }
 
@@ -62,7 +61,7 @@ pub struct TopK {
 /// closes inside the candidates.
 pub fn top_k(
     dev: &CudaDevice,
-    logits: &CudaSlice<f32>,
+    logits: &DeviceSlice<f32>,
     vocab: usize,
     k: usize,
     temperature: f32,
@@ -84,7 +83,7 @@ pub fn top_k(
         let (vocab_u32, k_u32) = (dim_u32(OP, "vocab", vocab)?, k as u32);
         let inv_temp = 1.0 / temperature;
         let func = dev.function(&SAMPLING, "eq_topk_f32")?;
-        let mut launch = dev.stream().launch_builder(&func);
+        let mut launch = dev.launch_builder(&func);
         launch
             .arg(logits)
             .arg(&vocab_u32)
@@ -99,7 +98,7 @@ pub fn top_k(
         // vals, u32* ids, u32* count, float* max, float* sum): one block of 256 threads
         // (EQ_TOPK_THREADS, as per_row launches) per row; logits hold rows·vocab values,
         // vals and ids rows·k, the rest rows (allocated above); k ≤ EQ_TOPK_MAX.
-        unsafe { launch.launch(per_row(rows)) }.map_err(cuda_err)?;
+        unsafe { launch.launch(per_row(rows)) }?;
     }
     let take = |v: Vec<f32>, len: usize| v.into_iter().take(len).collect::<Vec<_>>();
     Ok(TopK {

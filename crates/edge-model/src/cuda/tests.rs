@@ -7,12 +7,20 @@
 use super::*;
 use crate::backend::Gate;
 use crate::cpu::norm;
+use edge_core::Device;
 use edge_core::cuda::{CudaDevice, KernelCache};
 use std::sync::Arc;
 
-pub(super) fn device() -> Arc<CudaDevice> {
-    let dir = std::env::temp_dir().join("edge-model-ptx-cache");
-    CudaDevice::new(0, KernelCache::in_dir(dir)).expect("open cuda:0")
+/// The CUDA device a device-parameterised test runs on (`device_test!`).
+pub(super) fn device(on: Device) -> Arc<CudaDevice> {
+    match on {
+        Device::CudaEmulated => super::emulated_device(),
+        Device::Cuda(n) => {
+            let dir = std::env::temp_dir().join("edge-model-ptx-cache");
+            CudaDevice::new(n, KernelCache::in_dir(dir)).expect("open the GPU")
+        }
+        Device::Cpu => panic!("a CUDA test body was given the CPU"),
+    }
 }
 
 /// Deterministic values in about [−scale, scale].
@@ -35,10 +43,8 @@ pub(super) fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn elementwise_ops_match_cpu() {
-    let dev = device();
+fn elementwise_ops_match_cpu(on: Device) {
+    let dev = device(on);
     let n = 5120 * 3 + 17;
     let (x, y) = (values(n, 1, 3.0), values(n, 2, 3.0));
     let mut xd = dev.upload(&x).unwrap();
@@ -122,10 +128,8 @@ fn elementwise_ops_match_cpu() {
     );
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn norms_match_cpu() {
-    let dev = device();
+fn norms_match_cpu(on: Device) {
+    let dev = device(on);
     for (rows, width) in [(3, 5120), (8, 256), (5, 128), (2, 33)] {
         let x = values(rows * width, 7, 4.0);
         let w = values(width, 8, 0.2);
@@ -168,10 +172,8 @@ fn norms_match_cpu() {
     }
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn argmax_matches_cpu() {
-    let dev = device();
+fn argmax_matches_cpu(on: Device) {
+    let dev = device(on);
     let vocab = 248_320;
     let mut logits = values(4 * vocab, 10, 20.0);
     logits[vocab + 17] = 99.0;
@@ -186,10 +188,8 @@ fn argmax_matches_cpu() {
     assert_eq!(dev.download(&out).unwrap(), want);
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::"]
-fn top_k_matches_a_sort() {
-    let dev = device();
+fn top_k_matches_a_sort(on: Device) {
+    let dev = device(on);
     let vocab = 248_320;
     let mut logits = values(3 * vocab, 11, 20.0);
     for v in logits[..vocab].iter_mut().step_by(3) {
@@ -235,3 +235,8 @@ fn top_k_matches_a_sort() {
 pub(super) fn values_f32(n: usize) -> Vec<f32> {
     values(n, 40, 2.0)
 }
+
+edge_core::device_test!(elementwise_ops_match_cpu, cuda);
+edge_core::device_test!(norms_match_cpu, cuda);
+edge_core::device_test!(argmax_matches_cpu, cuda);
+edge_core::device_test!(top_k_matches_a_sort, cuda);

@@ -10,17 +10,16 @@
 
 use super::nvfp4::{Activation, LinearDims, output_len};
 use super::nvfp4_tc::{check_tensor_cores, tc_launch};
-use super::{check_nonempty, cuda_err, sources};
+use super::{check_nonempty, sources};
 use crate::error::{QuantError, Result};
-use cudarc::driver::PushKernelArg;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 use std::sync::Arc;
 
 /// A `[rows, cols]` bf16 matrix resident on the GPU (raw bf16 bits, row-major), `cols` a
 /// multiple of 16. Its memory may be shared ([`CudaBf16Matrix::from_shared`]): a tied
 /// vocabulary projection reads the embedding table's own copy.
 pub struct CudaBf16Matrix {
-    data: Arc<CudaSlice<u16>>,
+    data: Arc<DeviceSlice<u16>>,
     rows: usize,
     cols: usize,
 }
@@ -38,13 +37,13 @@ impl CudaBf16Matrix {
 
     /// A `[rows, cols]` matrix over bf16 bits already on the device (`data` holds exactly
     /// `rows · cols` of them), shared with their other owners rather than copied.
-    pub fn from_shared(data: Arc<CudaSlice<u16>>, rows: usize, cols: usize) -> Result<Self> {
+    pub fn from_shared(data: Arc<DeviceSlice<u16>>, rows: usize, cols: usize) -> Result<Self> {
         Self::check_shape(rows, cols, data.len())?;
         Ok(CudaBf16Matrix { data, rows, cols })
     }
 
     /// The device memory, for sharing ([`CudaBf16Matrix::from_shared`]).
-    pub fn shared(&self) -> &Arc<CudaSlice<u16>> {
+    pub fn shared(&self) -> &Arc<DeviceSlice<u16>> {
         &self.data
     }
 
@@ -88,9 +87,9 @@ impl CudaBf16Matrix {
 pub fn bf16_linear_tc(
     dev: &CudaDevice,
     w: &CudaBf16Matrix,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-) -> Result<CudaSlice<f32>> {
+) -> Result<DeviceSlice<f32>> {
     let mut y = dev.zeros::<f32>(output_len(w.rows, tokens)?)?;
     tc_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
@@ -100,9 +99,9 @@ pub fn bf16_linear_tc(
 pub fn bf16_linear_tc_into(
     dev: &CudaDevice,
     w: &CudaBf16Matrix,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     tc_into(dev, w, x, tokens, y)
 }
@@ -111,9 +110,9 @@ pub fn bf16_linear_tc_into(
 pub fn bf16_linear_tc_bf16_into(
     dev: &CudaDevice,
     w: &CudaBf16Matrix,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     tc_into(dev, w, x, tokens, y)
 }
@@ -121,9 +120,9 @@ pub fn bf16_linear_tc_bf16_into(
 fn tc_into<A: Activation>(
     dev: &CudaDevice,
     w: &CudaBf16Matrix,
-    x: &CudaSlice<A>,
+    x: &DeviceSlice<A>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "bf16_linear_tc";
     check_tensor_cores(dev, OP)?;
@@ -135,7 +134,7 @@ fn tc_into<A: Activation>(
     let (tile, cfg) = tc_launch(OP, rows, tokens)?;
     let name = format!("eq_bf16_mma_{}_t{tile}", A::TAG);
     let func = dev.function(&sources::BF16_MMA, &name)?;
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(w.data.as_ref())
         .arg(x)
@@ -148,6 +147,6 @@ fn tc_into<A: Activation>(
     // values with cols % 16 == 0 (checked at upload); x holds tokens·cols and y tokens·rows
     // elements (checked above). The kernel clamps rows and tokens, masks tail chunks and
     // writes y[t·rows + r] for valid t, r only; block 32·W as tc_launch chose for the tile.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }

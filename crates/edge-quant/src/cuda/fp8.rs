@@ -1,13 +1,11 @@
 //! Per-tensor FP8 E4M3 on the GPU: quantize, dequantize, abs-max, resident tensors.
 
-use super::{
-    ELEMENTWISE_THREADS, blocks_for, check_nonempty, check_positive_scale, cuda_err, sources,
-};
+use super::{ELEMENTWISE_THREADS, blocks_for, check_nonempty, check_positive_scale, sources};
 use crate::error::{QuantError, Result, check_finite, check_len};
 use crate::fp8::Fp8Tensor;
 use crate::fp8::quantize::scale_for;
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
+use edge_core::cuda::{DeviceElem, LaunchConfig};
 
 /// Grid cap of the grid-stride element-wise kernels.
 const MAX_BLOCKS: usize = 4096;
@@ -17,7 +15,7 @@ const MAX_BLOCKS: usize = 4096;
 pub struct CudaFp8Tensor {
     rows: usize,
     cols: usize,
-    codes: CudaSlice<u8>,
+    codes: DeviceSlice<u8>,
     scale: f32,
 }
 
@@ -41,7 +39,7 @@ impl CudaFp8Tensor {
         dev: &CudaDevice,
         rows: usize,
         cols: usize,
-        x: &CudaSlice<f32>,
+        x: &DeviceSlice<f32>,
         scale: f32,
     ) -> Result<Self> {
         check_len("FP8 quantize input", checked_elements(rows, cols)?, x.len())?;
@@ -60,7 +58,7 @@ impl CudaFp8Tensor {
         dev: &CudaDevice,
         rows: usize,
         cols: usize,
-        x: &CudaSlice<f32>,
+        x: &DeviceSlice<f32>,
     ) -> Result<Self> {
         check_len("FP8 quantize input", checked_elements(rows, cols)?, x.len())?;
         let amax = absmax(dev, x)?;
@@ -77,7 +75,7 @@ impl CudaFp8Tensor {
     }
 
     /// Dequantizes to row-major f32, as [`fp8_dequantize`].
-    pub fn dequantize(&self, dev: &CudaDevice) -> Result<CudaSlice<f32>> {
+    pub fn dequantize(&self, dev: &CudaDevice) -> Result<DeviceSlice<f32>> {
         fp8_dequantize(dev, &self.codes, self.scale)
     }
 
@@ -92,7 +90,7 @@ impl CudaFp8Tensor {
     }
 
     /// The E4M3 bytes, row-major.
-    pub fn codes(&self) -> &CudaSlice<u8> {
+    pub fn codes(&self) -> &DeviceSlice<u8> {
         &self.codes
     }
 
@@ -112,11 +110,11 @@ fn checked_elements(rows: usize, cols: usize) -> Result<usize> {
 }
 
 /// Launches one of the `(const In*, Out*, float scale, u64 n)` element-wise kernels.
-fn launch_elementwise<In: DeviceRepr, Out: DeviceRepr>(
+fn launch_elementwise<In: DeviceElem, Out: DeviceElem>(
     dev: &CudaDevice,
     function: &str,
-    input: &CudaSlice<In>,
-    output: &mut CudaSlice<Out>,
+    input: &DeviceSlice<In>,
+    output: &mut DeviceSlice<Out>,
     scale: f32,
 ) -> Result<()> {
     let n = input.len();
@@ -128,12 +126,12 @@ fn launch_elementwise<In: DeviceRepr, Out: DeviceRepr>(
         block_dim: (ELEMENTWISE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(input).arg(output).arg(&scale).arg(&n_u64);
     // SAFETY: every caller passes a function of signature (const In*, Out*, float, u64)
     // whose element types match In and Out (f32/u16 → u8, u8 → f32); input and output
     // both hold n elements (checked above) and the grid-stride loop touches i < n only.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
@@ -143,7 +141,7 @@ fn launch_elementwise<In: DeviceRepr, Out: DeviceRepr>(
 /// the f32 quotient the same way). Non-finite inputs are encoded, not rejected (the
 /// KV-cache semantics: ±Inf saturates, NaN stays NaN). `scale` is the dequantization scale (ModelOpt's `weight_scale`,
 /// `k_scale`, `v_scale`) and must be finite and positive.
-pub fn fp8_quantize(dev: &CudaDevice, x: &CudaSlice<f32>, scale: f32) -> Result<CudaSlice<u8>> {
+pub fn fp8_quantize(dev: &CudaDevice, x: &DeviceSlice<f32>, scale: f32) -> Result<DeviceSlice<u8>> {
     check_nonempty("fp8_quantize", &[("input length", x.len())])?;
     check_positive_scale("FP8 scale", scale)?;
     let mut q = dev.zeros::<u8>(x.len())?;
@@ -158,9 +156,9 @@ pub fn fp8_quantize(dev: &CudaDevice, x: &CudaSlice<f32>, scale: f32) -> Result<
 /// PyTorch's bf16 division does for weights.)
 pub fn fp8_quantize_bf16(
     dev: &CudaDevice,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     scale: f32,
-) -> Result<CudaSlice<u8>> {
+) -> Result<DeviceSlice<u8>> {
     check_nonempty("fp8_quantize_bf16", &[("input length", x.len())])?;
     check_positive_scale("FP8 scale", scale)?;
     let mut q = dev.zeros::<u8>(x.len())?;
@@ -170,7 +168,11 @@ pub fn fp8_quantize_bf16(
 
 /// Dequantizes E4M3 bytes, `x = f32(e4m3(q)) · scale`, bit-identical to
 /// [`Fp8Tensor::dequantize`] (one f32 multiplication per element).
-pub fn fp8_dequantize(dev: &CudaDevice, q: &CudaSlice<u8>, scale: f32) -> Result<CudaSlice<f32>> {
+pub fn fp8_dequantize(
+    dev: &CudaDevice,
+    q: &DeviceSlice<u8>,
+    scale: f32,
+) -> Result<DeviceSlice<f32>> {
     check_nonempty("fp8_dequantize", &[("input length", q.len())])?;
     let mut out = dev.zeros::<f32>(q.len())?;
     launch_elementwise(dev, "eq_fp8_dequantize_f32", q, &mut out, scale)?;
@@ -179,7 +181,7 @@ pub fn fp8_dequantize(dev: &CudaDevice, q: &CudaSlice<u8>, scale: f32) -> Result
 
 /// The largest |x| (synchronises the stream to read it back). NaN anywhere gives NaN.
 /// Used to derive scales on the GPU: FP8 `amax / 448`, NVFP4 `amax / (6·448)`.
-pub fn absmax(dev: &CudaDevice, x: &CudaSlice<f32>) -> Result<f32> {
+pub fn absmax(dev: &CudaDevice, x: &DeviceSlice<f32>) -> Result<f32> {
     check_nonempty("absmax", &[("input length", x.len())])?;
     let n = x.len();
     let n_u64 = n as u64;
@@ -190,11 +192,11 @@ pub fn absmax(dev: &CudaDevice, x: &CudaSlice<f32>) -> Result<f32> {
         block_dim: (ELEMENTWISE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch.arg(x).arg(&mut bits).arg(&n_u64);
     // SAFETY: matches `eq_absmax_f32(const float*, u32*, u64)`; x holds n floats, bits
     // one u32 (zeroed: the identity of the max), and the kernel reads i < n only. The
     // block size is a multiple of 32, as its full-warp shuffle needs.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(f32::from_bits(dev.download(&bits)?[0]))
 }

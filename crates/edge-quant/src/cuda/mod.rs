@@ -33,7 +33,7 @@ mod nvfp4_tc;
 pub use crate::kernel_sources as sources;
 
 pub use bf16::{CudaBf16Matrix, bf16_linear_tc, bf16_linear_tc_bf16_into, bf16_linear_tc_into};
-pub use edge_core::cuda::{CudaDevice, CudaSlice};
+pub use edge_core::cuda::{CudaDevice, DeviceSlice};
 pub use fp8::{CudaFp8Tensor, absmax, fp8_dequantize, fp8_quantize, fp8_quantize_bf16};
 pub use nvfp4::{
     CudaNvfp4Tensor, nvfp4_dequantize, nvfp4_dequantize_into, nvfp4_linear, nvfp4_linear_bf16,
@@ -44,14 +44,23 @@ pub use nvfp4_tc::{
 };
 
 use crate::error::{QuantError, Result};
-use edge_core::CoreError;
 
 /// Threads per block of the element-wise kernels.
 const ELEMENTWISE_THREADS: u32 = 256;
 
-/// Turns a cudarc error into this crate's error.
-fn cuda_err(e: impl std::fmt::Debug) -> QuantError {
-    QuantError::Core(CoreError::Cuda(format!("{e:?}")))
+unsafe extern "C" {
+    /// The table build.rs generates (kernels/host_emulation/build_support.rs).
+    fn edge_quant_host_kernels(n: *mut u64) -> *const edge_core::cuda::RawHostKernel;
+}
+
+/// This crate's kernels compiled for the host, for the emulated CUDA device
+/// ([`edge_core::cuda::CudaDevice::emulated`]).
+pub const HOST_KERNELS: edge_core::cuda::HostKernelTable = edge_quant_host_kernels;
+
+/// The emulated CUDA device with this crate's kernels: every wrapper of this module
+/// runs on it, on the CPU, with no GPU, driver or NVRTC.
+pub fn emulated_device() -> std::sync::Arc<edge_core::cuda::CudaDevice> {
+    edge_core::cuda::CudaDevice::emulated(&[HOST_KERNELS])
 }
 
 /// Rejects zero-sized operands: CUDA cannot allocate or launch on them.

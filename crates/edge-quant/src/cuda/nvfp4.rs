@@ -1,14 +1,13 @@
 //! NVFP4 on the GPU: resident tensors, quantize, dequantize and the linear products.
 
 use super::{
-    ELEMENTWISE_THREADS, absmax, blocks_for, check_nonempty, check_positive_scale, cuda_err,
-    dim_u32, sources,
+    ELEMENTWISE_THREADS, absmax, blocks_for, check_nonempty, check_positive_scale, dim_u32, sources,
 };
 use crate::error::{QuantError, Result, check_finite, check_len};
 use crate::nvfp4::quantize::global_scale_for;
 use crate::nvfp4::{BLOCK, Nvfp4Tensor, check_cols};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
+use edge_core::cuda::{DeviceElem, LaunchConfig};
 
 /// Warps (= output rows) per block of the GEMV kernels (`EQ_GEMV_WARPS` in gemv.cu).
 const GEMV_WARPS: u32 = 4;
@@ -26,8 +25,8 @@ pub(super) const MAX_TOKEN_TILES: usize = 65_535;
 pub struct CudaNvfp4Tensor {
     rows: usize,
     cols: usize,
-    codes: CudaSlice<u8>,
-    scales: CudaSlice<u8>,
+    codes: DeviceSlice<u8>,
+    scales: DeviceSlice<u8>,
     global_scale: f32,
 }
 
@@ -66,12 +65,12 @@ impl CudaNvfp4Tensor {
     }
 
     /// The packed E2M1 codes, `[rows, cols/2]`.
-    pub fn codes(&self) -> &CudaSlice<u8> {
+    pub fn codes(&self) -> &DeviceSlice<u8> {
         &self.codes
     }
 
     /// The E4M3 block-scale bytes, `[rows, cols/16]`.
-    pub fn scales(&self) -> &CudaSlice<u8> {
+    pub fn scales(&self) -> &DeviceSlice<u8> {
         &self.scales
     }
 
@@ -106,7 +105,7 @@ pub fn nvfp4_quantize(
     dev: &CudaDevice,
     rows: usize,
     cols: usize,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     global_scale: f32,
 ) -> Result<CudaNvfp4Tensor> {
     const OP: &str = "nvfp4_quantize";
@@ -131,7 +130,7 @@ pub fn nvfp4_quantize(
         block_dim: (ELEMENTWISE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(x)
         .arg(&mut codes)
@@ -144,15 +143,12 @@ pub fn nvfp4_quantize(
     // 8·n_blocks bytes, scales n_blocks bytes, bad one u64; the kernel touches block b <
     // n_blocks only (x[16b..16b+16], codes[8b..8b+8], scales[b]). All are separate
     // allocations (256-byte aligned), as the float4/uint2 accesses need.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
 
     let first_bad = dev.download(&bad)?[0];
     if first_bad != u64::MAX {
         let index = first_bad as usize;
-        let value = dev
-            .stream()
-            .clone_dtoh(&x.slice(index..index + 1))
-            .map_err(cuda_err)?[0];
+        let value = dev.download_range(x, index..index + 1)?[0];
         return Err(QuantError::NonFinite {
             what: "NVFP4 quantize input",
             index,
@@ -176,7 +172,7 @@ pub fn nvfp4_quantize_auto(
     dev: &CudaDevice,
     rows: usize,
     cols: usize,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
 ) -> Result<CudaNvfp4Tensor> {
     check_cols(cols)?;
     check_nonempty("nvfp4_quantize", &[("rows", rows), ("cols", cols)])?;
@@ -195,7 +191,7 @@ pub fn nvfp4_quantize_auto(
 
 /// Dequantizes to a row-major f32 matrix `[rows, cols]`, bit-identical to
 /// [`Nvfp4Tensor::dequantize`].
-pub fn nvfp4_dequantize(dev: &CudaDevice, w: &CudaNvfp4Tensor) -> Result<CudaSlice<f32>> {
+pub fn nvfp4_dequantize(dev: &CudaDevice, w: &CudaNvfp4Tensor) -> Result<DeviceSlice<f32>> {
     let mut out = dev.zeros::<f32>(w.rows * w.cols)?;
     nvfp4_dequantize_into(dev, w, &mut out)?;
     Ok(out)
@@ -205,7 +201,7 @@ pub fn nvfp4_dequantize(dev: &CudaDevice, w: &CudaNvfp4Tensor) -> Result<CudaSli
 pub fn nvfp4_dequantize_into(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    out: &mut CudaSlice<f32>,
+    out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     let n = w.rows * w.cols;
     check_len("nvfp4_dequantize output", n, out.len())?;
@@ -221,7 +217,7 @@ pub fn nvfp4_dequantize_into(
         block_dim: (ELEMENTWISE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(&w.codes)
         .arg(&w.scales)
@@ -233,12 +229,12 @@ pub fn nvfp4_dequantize_into(
     // (built by upload from a checked Nvfp4Tensor, or by nvfp4_quantize), out holds
     // rows·cols = 16·n_blocks floats (checked above) in its own 256-byte-aligned
     // allocation (float4 stores), and the kernel touches block b < n_blocks only.
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 
 /// Activation element types the linear kernels take.
-pub(super) trait Activation: DeviceRepr {
+pub(super) trait Activation: DeviceElem {
     /// The kernel-name tag.
     const TAG: &'static str;
 }
@@ -262,9 +258,9 @@ impl Activation for u16 {
 pub fn nvfp4_linear(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-) -> Result<CudaSlice<f32>> {
+) -> Result<DeviceSlice<f32>> {
     let mut y = dev.zeros::<f32>(output_len(w.rows, tokens)?)?;
     linear_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
@@ -275,9 +271,9 @@ pub fn nvfp4_linear(
 pub fn nvfp4_linear_into(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     linear_into(dev, w, x, tokens, y)
 }
@@ -286,9 +282,9 @@ pub fn nvfp4_linear_into(
 pub fn nvfp4_linear_bf16(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     tokens: usize,
-) -> Result<CudaSlice<f32>> {
+) -> Result<DeviceSlice<f32>> {
     let mut y = dev.zeros::<f32>(output_len(w.rows, tokens)?)?;
     linear_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
@@ -298,9 +294,9 @@ pub fn nvfp4_linear_bf16(
 pub fn nvfp4_linear_bf16_into(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     linear_into(dev, w, x, tokens, y)
 }
@@ -353,9 +349,9 @@ impl LinearDims {
 fn linear_into<A: Activation>(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<A>,
+    x: &DeviceSlice<A>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "nvfp4_linear";
     let LinearDims {
@@ -385,7 +381,7 @@ fn linear_into<A: Activation>(
         // The GEMM's activation tile is static shared memory (≤ 40 KiB).
         shared_mem_bytes: 0,
     };
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(&w.codes)
         .arg(&w.scales)
@@ -402,6 +398,6 @@ fn linear_into<A: Activation>(
     // above). The kernels read rows < `rows`, tokens < `tokens` (partial tiles clamp or
     // zero-fill) and columns < `cols`, and write y[t·rows + r] for valid t, r only. The
     // launch shape is the one gemv.cu documents (block = 32·warps, grid.y = token tiles).
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }

@@ -13,10 +13,10 @@
 //! a GPU run (`tests/cuda_parity.rs`, ignored without a GPU).
 
 use super::nvfp4::{Activation, LinearDims, MAX_TOKEN_TILES, output_len};
-use super::{CudaNvfp4Tensor, cuda_err, sources};
+use super::{CudaNvfp4Tensor, sources};
 use crate::error::{QuantError, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::LaunchConfig;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// Weight rows per CTA (`EQ_MMA_ROWS` in common/mma.cuh).
 pub(super) const MMA_ROWS: u32 = 32;
@@ -71,9 +71,9 @@ fn tile_for(tokens: usize) -> (usize, u32) {
 pub fn nvfp4_linear_tc(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-) -> Result<CudaSlice<f32>> {
+) -> Result<DeviceSlice<f32>> {
     let mut y = dev.zeros::<f32>(output_len(w.rows(), tokens)?)?;
     tc_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
@@ -83,9 +83,9 @@ pub fn nvfp4_linear_tc(
 pub fn nvfp4_linear_tc_into(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<f32>,
+    x: &DeviceSlice<f32>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     tc_into(dev, w, x, tokens, y)
 }
@@ -94,9 +94,9 @@ pub fn nvfp4_linear_tc_into(
 pub fn nvfp4_linear_tc_bf16(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     tokens: usize,
-) -> Result<CudaSlice<f32>> {
+) -> Result<DeviceSlice<f32>> {
     let mut y = dev.zeros::<f32>(output_len(w.rows(), tokens)?)?;
     tc_into(dev, w, x, tokens, &mut y)?;
     Ok(y)
@@ -106,9 +106,9 @@ pub fn nvfp4_linear_tc_bf16(
 pub fn nvfp4_linear_tc_bf16_into(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<u16>,
+    x: &DeviceSlice<u16>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     tc_into(dev, w, x, tokens, y)
 }
@@ -116,9 +116,9 @@ pub fn nvfp4_linear_tc_bf16_into(
 fn tc_into<A: Activation>(
     dev: &CudaDevice,
     w: &CudaNvfp4Tensor,
-    x: &CudaSlice<A>,
+    x: &DeviceSlice<A>,
     tokens: usize,
-    y: &mut CudaSlice<f32>,
+    y: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     const OP: &str = "nvfp4_linear_tc";
     check_tensor_cores(dev, OP)?;
@@ -131,7 +131,7 @@ fn tc_into<A: Activation>(
     let name = format!("eq_nvfp4_mma_{}_t{tile}", A::TAG);
     let func = dev.function(&sources::NVFP4_MMA, &name)?;
     let global_scale = w.global_scale();
-    let mut launch = dev.stream().launch_builder(&func);
+    let mut launch = dev.launch_builder(&func);
     launch
         .arg(w.codes())
         .arg(w.scales())
@@ -148,7 +148,7 @@ fn tc_into<A: Activation>(
     // above). The kernel reads rows < `rows` and tokens < `tokens` (clamped), columns <
     // `cols` (tail blocks masked), and writes y[t·rows + r] for valid t, r only. The
     // block size is 32·W for the W the entry point was instantiated with (tile_for).
-    unsafe { launch.launch(cfg) }.map_err(cuda_err)?;
+    unsafe { launch.launch(cfg) }?;
     Ok(())
 }
 

@@ -2,13 +2,24 @@
 //! event timing.
 #![allow(dead_code)] // each test file uses its own subset
 
+use edge_core::Device;
 use edge_core::cuda::{CudaDevice, KernelCache};
 use half::bf16;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+/// The CUDA device of a device-parameterised test (`edge_core::device_test!`): the
+/// emulated one, or GPU 0 ([`gpu`]).
+pub fn device(on: Device) -> Arc<CudaDevice> {
+    match on {
+        Device::CudaEmulated => edge_quant::cuda::emulated_device(),
+        Device::Cuda(0) => gpu(),
+        other => panic!("a CUDA test body was given {other}"),
+    }
+}
+
 /// cuda:0 with the PTX cache in `EDGE_QUANT_PTX_CACHE` (default: a temp-dir folder).
-pub fn device() -> Arc<CudaDevice> {
+pub fn gpu() -> Arc<CudaDevice> {
     static DEVICE: OnceLock<Arc<CudaDevice>> = OnceLock::new();
     DEVICE
         .get_or_init(|| {
@@ -80,10 +91,11 @@ pub fn time_us(dev: &CudaDevice, iters: usize, mut f: impl FnMut()) -> f64 {
         f();
     }
     let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let start = dev.stream().record_event(flags).unwrap();
+    let stream = dev.driver_stream().expect("timings need a GPU");
+    let start = stream.record_event(flags).unwrap();
     for _ in 0..iters {
         f();
     }
-    let end = dev.stream().record_event(flags).unwrap();
+    let end = stream.record_event(flags).unwrap();
     f64::from(start.elapsed_ms(&end).unwrap()) * 1e3 / iters as f64
 }

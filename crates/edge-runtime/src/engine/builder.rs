@@ -175,7 +175,7 @@ impl EngineBuilder {
     /// and [`EngineBuilder::spawn`]), or a configuration that cannot work (speculation
     /// without an MTP head, a budget below one page) is a typed error.
     pub fn build(self) -> Result<Engine> {
-        if let Device::Cuda(_) = self.device {
+        if self.device.is_cuda() {
             return Err(not_a_cpu_engine(self.device));
         }
         let model = self.host_model(self.activations)?;
@@ -211,13 +211,13 @@ impl EngineBuilder {
     pub fn build_cuda(self) -> Result<Engine<edge_model::cuda::CudaBackend>> {
         use edge_model::cuda::CudaBackend;
 
-        let ordinal = match self.device {
-            Device::Cuda(n) => n,
-            Device::Cpu => 0,
+        let device = match self.device {
+            Device::Cpu => Device::Cuda(0),
+            cuda => cuda,
         };
-        let activations = self.activations.on_device(Device::Cuda(ordinal));
+        let activations = self.activations.on_device(device);
         let host = self.host_model(activations)?;
-        let mut backend = CudaBackend::with_default_cache(ordinal)?;
+        let mut backend = CudaBackend::for_device(device)?;
         let model = Arc::new(host.to_backend(&mut backend)?);
         let speculation = match self.speculation {
             Speculation::Given(s) => s,
@@ -240,9 +240,11 @@ impl EngineBuilder {
         match self.device {
             Device::Cpu => EngineHandle::spawn(self.build()?, queue),
             #[cfg(feature = "cuda")]
-            Device::Cuda(_) => EngineHandle::spawn(self.build_cuda()?, queue),
+            Device::Cuda(_) | Device::CudaEmulated => {
+                EngineHandle::spawn(self.build_cuda()?, queue)
+            }
             #[cfg(not(feature = "cuda"))]
-            Device::Cuda(_) => Err(not_a_cpu_engine(self.device)),
+            Device::Cuda(_) | Device::CudaEmulated => Err(not_a_cpu_engine(self.device)),
         }
     }
 }

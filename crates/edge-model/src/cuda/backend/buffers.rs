@@ -6,12 +6,12 @@
 //! allocates nothing. Zero-length buffers hold no allocation (CUDA has no empty one).
 
 use crate::Result;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 use std::collections::HashMap;
 
 /// An f32 activation buffer on the device.
 pub struct DeviceBuf {
-    data: Option<CudaSlice<f32>>,
+    data: Option<DeviceSlice<f32>>,
 }
 
 impl DeviceBuf {
@@ -26,16 +26,16 @@ impl DeviceBuf {
     }
 
     /// The allocation (`None` when empty).
-    pub fn slice(&self) -> Option<&CudaSlice<f32>> {
+    pub fn slice(&self) -> Option<&DeviceSlice<f32>> {
         self.data.as_ref()
     }
 
     /// The allocation, writable (`None` when empty).
-    pub fn slice_mut(&mut self) -> Option<&mut CudaSlice<f32>> {
+    pub fn slice_mut(&mut self) -> Option<&mut DeviceSlice<f32>> {
         self.data.as_mut()
     }
 
-    pub(super) fn from_slice(data: CudaSlice<f32>) -> Self {
+    pub(super) fn from_slice(data: DeviceSlice<f32>) -> Self {
         DeviceBuf { data: Some(data) }
     }
 
@@ -52,7 +52,7 @@ impl std::fmt::Debug for DeviceBuf {
 
 /// Freed buffers by length, up to a byte limit.
 pub(super) struct BufferPool {
-    free: HashMap<usize, Vec<CudaSlice<f32>>>,
+    free: HashMap<usize, Vec<DeviceSlice<f32>>>,
     pooled_bytes: usize,
     limit_bytes: usize,
 }

@@ -39,7 +39,7 @@ use crate::layers::attention::{GatedAttention, KvObserver};
 use crate::layers::gdn::GatedDeltaNet;
 use crate::{ModelError, Result};
 use buffers::BufferPool;
-use edge_core::cuda::{CudaDevice, CudaSlice, KernelCache};
+use edge_core::cuda::{CudaDevice, DeviceSlice, KernelCache};
 use edge_kvcache::{CacheConfig, CacheSpec, PoolCapacity};
 use plans::{Mirror, PlanUploads};
 use std::sync::Arc;
@@ -83,6 +83,21 @@ impl CudaBackend {
         Self::new(ordinal, cache)
     }
 
+    /// The backend on `device`: a GPU (kernels kept in the default cache, as
+    /// [`CudaBackend::with_default_cache`]) or the emulated device
+    /// ([`super::emulated_device`]); the CPU is an error.
+    pub fn for_device(device: edge_core::Device) -> Result<Self> {
+        match device {
+            edge_core::Device::Cuda(n) => Self::with_default_cache(n),
+            edge_core::Device::CudaEmulated => Ok(Self::on(super::emulated_device())),
+            edge_core::Device::Cpu => {
+                Err(ModelError::Core(edge_core::CoreError::DeviceUnavailable(
+                    "the CUDA backend runs on cuda:N or cuda-emu, not the CPU".into(),
+                )))
+            }
+        }
+    }
+
     /// The backend on an opened device.
     pub fn on(dev: Arc<CudaDevice>) -> Self {
         CudaBackend {
@@ -110,7 +125,7 @@ impl CudaBackend {
 fn operands<'a, const N: usize>(
     op: &str,
     bufs: [&'a DeviceBuf; N],
-) -> Result<Option<[&'a CudaSlice<f32>; N]>> {
+) -> Result<Option<[&'a DeviceSlice<f32>; N]>> {
     let present = bufs.iter().filter(|b| !b.is_empty()).count();
     match present {
         0 => Ok(None),
@@ -123,7 +138,7 @@ fn operands<'a, const N: usize>(
 }
 
 /// The written operand of an operation whose inputs are allocated.
-fn written<'a>(op: &str, buf: &'a mut DeviceBuf) -> Result<&'a mut CudaSlice<f32>> {
+fn written<'a>(op: &str, buf: &'a mut DeviceBuf) -> Result<&'a mut DeviceSlice<f32>> {
     buf.slice_mut().ok_or_else(|| {
         ModelError::InvalidInput(format!("{op}: the output is empty and the inputs are not"))
     })
@@ -134,7 +149,7 @@ fn output<'a>(
     op: &str,
     buf: &'a mut DeviceBuf,
     inputs_empty: bool,
-) -> Result<Option<&'a mut CudaSlice<f32>>> {
+) -> Result<Option<&'a mut DeviceSlice<f32>>> {
     match (buf.slice_mut(), inputs_empty) {
         (None, true) => Ok(None),
         (Some(s), false) => Ok(Some(s)),

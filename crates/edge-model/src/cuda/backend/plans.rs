@@ -9,8 +9,8 @@ use crate::attention_rows::AttentionRows;
 use crate::backend::ForwardPlan;
 use crate::cuda::{DeviceAttentionRows, GdnSpans};
 use crate::gdn_rows::GdnRows;
-use cudarc::driver::DeviceRepr;
-use edge_core::cuda::{CudaDevice, CudaSlice};
+use edge_core::cuda::DeviceElem;
+use edge_core::cuda::{CudaDevice, DeviceSlice};
 
 /// The uploads of the last plan seen.
 #[derive(Default)]
@@ -58,17 +58,17 @@ impl PlanUploads {
 }
 
 /// A host array's device copy, uploaded again only when the array changes.
-pub(super) struct Mirror<T: DeviceRepr> {
-    copy: Option<(Vec<T>, CudaSlice<T>)>,
+pub(super) struct Mirror<T: DeviceElem> {
+    copy: Option<(Vec<T>, DeviceSlice<T>)>,
 }
 
-impl<T: DeviceRepr + Clone + PartialEq> Mirror<T> {
+impl<T: DeviceElem + Clone + PartialEq> Mirror<T> {
     pub(super) fn new() -> Self {
         Mirror { copy: None }
     }
 
     /// The device copy of `host` (non-empty).
-    pub(super) fn get(&mut self, dev: &CudaDevice, host: &[T]) -> Result<&CudaSlice<T>> {
+    pub(super) fn get(&mut self, dev: &CudaDevice, host: &[T]) -> Result<&DeviceSlice<T>> {
         if !matches!(&self.copy, Some((h, _)) if h.as_slice() == host) {
             self.copy = None;
         }

@@ -8,7 +8,7 @@ use crate::upload::WeightUpload;
 use crate::weights::Embedding;
 use crate::{ModelError, Result};
 use edge_core::DType;
-use edge_core::cuda::CudaSlice;
+use edge_core::cuda::DeviceSlice;
 use edge_quant::cuda::{
     CudaBf16Matrix, CudaNvfp4Tensor, bf16_linear_tc_into, nvfp4_linear_into, nvfp4_linear_tc_into,
 };
@@ -74,9 +74,9 @@ impl CudaLinear {
     pub(super) fn forward(
         &self,
         be: &CudaBackend,
-        x: &CudaSlice<f32>,
+        x: &DeviceSlice<f32>,
         rows: usize,
-        y: &mut CudaSlice<f32>,
+        y: &mut DeviceSlice<f32>,
     ) -> Result<()> {
         let dev = be.device();
         match self {
@@ -89,7 +89,7 @@ impl CudaLinear {
 }
 
 /// A parameter vector on the device.
-pub struct CudaVector(pub(super) CudaSlice<f32>);
+pub struct CudaVector(pub(super) DeviceSlice<f32>);
 
 impl std::fmt::Debug for CudaVector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,7 +100,7 @@ impl std::fmt::Debug for CudaVector {
 /// The token embedding table on the device, as bf16 bits (`[vocab, hidden]`); a tied
 /// `lm_head` shares it.
 pub struct CudaEmbedding {
-    pub(in crate::cuda) table: Arc<CudaSlice<u16>>,
+    pub(in crate::cuda) table: Arc<DeviceSlice<u16>>,
     pub(super) hidden: usize,
 }
 
