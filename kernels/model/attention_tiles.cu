@@ -21,6 +21,13 @@
 // rounding of the CPU's attention rather than bf16's. The tensor cores have throughput to
 // spare at these shapes: the kernel is bound by reading the cache.
 //
+// The mma's own accumulation is not IEEE f32 (the tensor cores align the products to the
+// largest term, C included, and truncate), so no fragment carries a sum from one mma3 to
+// the next: each k-step of S and each chunk's P · V starts from zero, and those partial
+// sums are added to S and O in ordinary (rounded) f32 arithmetic. Accumulating O over a
+// split in the fragment cost every later chunk up to an ulp of |O| per mma, always in the
+// same direction.
+//
 // Fragment use (m16n8k16, see mma.cuh): scores S = Q · Kᵀ take A = q pairs × 16 head dims,
 // B = 16 head dims × 8 cached rows (keys row-major: a lane's two elements are adjacent);
 // the output O = P · V takes A = S's accumulators repacked (C tiles 2j and 2j + 1 are the
@@ -59,7 +66,8 @@ __device__ __forceinline__ void eq_tile_split(float x0, float x1, eq_u32 (&parts
 }
 
 // d += A · B with A given as three bf16 parts (smallest first, so the small products are
-// summed before the large one lands in d).
+// summed before the large one lands in d). d should hold nothing larger than the products
+// (a fresh zero, or this product's earlier k-steps): the mma aligns to its largest term.
 __device__ __forceinline__ void eq_tile_mma3(float* d, const eq_u32 (&a)[4][3], const eq_u32* b) {
 #pragma unroll
     for (int i = 2; i >= 0; --i) {
@@ -218,7 +226,13 @@ __device__ __forceinline__ void eq_attn_tile(
                 eq_u32 b[2];
                 b[0] = *reinterpret_cast<const eq_u32*>(kr);
                 b[1] = *reinterpret_cast<const eq_u32*>(kr + 8);
-                eq_tile_mma3(s[t], a, b);
+                // This k-step's 16 head dims from zero, then into S in f32 (see above).
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                eq_tile_mma3(d, a, b);
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    s[t][r] += d[r];
+                }
             }
         }
 
@@ -256,29 +270,31 @@ __device__ __forceinline__ void eq_attn_tile(
                 l[h] += s[t][r];
             }
         }
-#pragma unroll
-        for (int t = 0; t < OTILES; ++t) {
-            o[t][0] *= corr[0];
-            o[t][1] *= corr[0];
-            o[t][2] *= corr[1];
-            o[t][3] *= corr[1];
-        }
 
-        // O += P · V, 16 cached rows per k-step.
+        // O = O · corr + P · V: the chunk's product (16 cached rows per k-step) from zero in
+        // the mma, then into O in f32 (see above), one n8 tile of O at a time.
+        eq_u32 pa[STILES / 2][4][3];  // P's A fragments: [k-step][fragment register][part]
 #pragma unroll
         for (int j = 0; j < STILES / 2; ++j) {
-            eq_u32 a[4][3];
-            eq_tile_split(s[2 * j][0], s[2 * j][1], a[0]);
-            eq_tile_split(s[2 * j][2], s[2 * j][3], a[1]);
-            eq_tile_split(s[2 * j + 1][0], s[2 * j + 1][1], a[2]);
-            eq_tile_split(s[2 * j + 1][2], s[2 * j + 1][3], a[3]);
+            eq_tile_split(s[2 * j][0], s[2 * j][1], pa[j][0]);
+            eq_tile_split(s[2 * j][2], s[2 * j][3], pa[j][1]);
+            eq_tile_split(s[2 * j + 1][0], s[2 * j + 1][1], pa[j][2]);
+            eq_tile_split(s[2 * j + 1][2], s[2 * j + 1][3], pa[j][3]);
+        }
 #pragma unroll
-            for (int t = 0; t < OTILES; ++t) {
+        for (int t = 0; t < OTILES; ++t) {
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < STILES / 2; ++j) {
                 const eq_u16* vr = &vt[8 * t + g][16 * j + 2u * qd];
                 eq_u32 b[2];
                 b[0] = *reinterpret_cast<const eq_u32*>(vr);
                 b[1] = *reinterpret_cast<const eq_u32*>(vr + 8);
-                eq_tile_mma3(o[t], a, b);
+                eq_tile_mma3(d, pa[j], b);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+                o[t][r] = fmaf(o[t][r], corr[r >> 1], d[r]);
             }
         }
     }

@@ -176,12 +176,15 @@ __device__ __forceinline__ void eq_nvfp4_mma(const eq_u8* __restrict__ codes,
     }
     while (c < chunks) {
         const eq_u32 cn = c + W;
+        const bool more = cn < chunks;
         EqMmaCodes next;
-        if (cn < chunks) {
+        if (more) {
             eq_mma_load_a(next, codes, scales, rr, cols, cn, chunk_len(cn), q);
         }
         eq_mma_chunk<Act, NT>(cur, xr, c, chunk_len(c), q, acc);
-        cur = next;
+        if (more) {  // else `next` was never loaded: copying it would read undefined values
+            cur = next;
+        }
         c = cn;
     }
 
