@@ -26,6 +26,7 @@
 #endif
 #endif
 #ifdef EQ_SIMT_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -156,6 +157,10 @@ Block& block_state() {
 }
 
 void init_fiber(Fiber& f, void* stack) {
+#ifdef EQ_SIMT_ASAN
+    // The stack's last fiber left its frames' redzones poisoned.
+    __asan_unpoison_memory_region(stack, kStackBytes);
+#endif
     f.ctx.stack_lo = stack;
     f.ctx.stack_size = kStackBytes;
 #ifdef EQ_SIMT_UCONTEXT
