@@ -28,7 +28,8 @@ F32 = np.float32
 def build():
     out = pathlib.Path(tempfile.gettempdir()) / "edge_quant_kernel_emulation.so"
     cmd = ["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-ffp-contract=off",
-           "-fPIC", "-shared", "-pthread", str(HERE / "emulate.cpp"), "-o", str(out)]
+           "-fPIC", "-shared", "-pthread", str(HERE / "emulate.cpp"), str(HERE / "simt.cpp"),
+           "-o", str(out)]
     subprocess.run(cmd, check=True)
     lib = ctypes.CDLL(str(out))
     p, u64, u32, f = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_float

@@ -1,184 +1,14 @@
-// Host emulation of edge-quant's CUDA kernels: the .cu sources compiled by g++ with a
-// tiny SIMT runtime (one std::thread per CUDA thread, std::barrier for __syncthreads and
-// warp shuffles). It checks kernel logic (indexing, packing, tiling, tails, reductions)
-// on machines without a GPU; it says nothing about speed, and nothing about the GPU's
-// own arithmetic beyond IEEE f32 (which host and GPU share: fmaf, division, no FTZ).
+// Host emulation of the CUDA kernels for the numpy checkers (check.py, check_model.py):
+// the .cu files compiled by g++ over the emulated device's SIMT runtime (simt.h, simt.cpp:
+// a block's threads as cooperative fibers), with C entry points whose launch shapes
+// mirror the Rust wrappers in crates/edge-quant/src/cuda/ and crates/edge-model/src/cuda/.
+// It checks kernel logic (indexing, packing, tiling, tails, reductions) without a GPU.
 //
 // Build and run: python3 kernels/host_emulation/check.py (see docs/CUDA.md).
-// The launch shapes below mirror the Rust wrappers in crates/edge-quant/src/cuda/.
 
-#include <atomic>
-#include <barrier>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <functional>
-#include <memory>
-#include <thread>
-#include <vector>
 
-// ---- CUDA surface the kernels use -----------------------------------------------------
-#define EQ_HOST_EMULATION 1
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(...)
-
-struct dim3 {
-    unsigned x = 1, y = 1, z = 1;
-};
-thread_local dim3 threadIdx, blockIdx;
-dim3 blockDim, gridDim;
-
-struct uint2 { unsigned x, y; };
-struct uint4 { unsigned x, y, z, w; };
-struct alignas(16) float4 { float x, y, z, w; };
-static inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
-static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
-    return {a, b, c, d};
-}
-static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-
-static inline float __uint_as_float(unsigned u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-static inline unsigned __float_as_uint(float f) {
-    unsigned u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
-static inline int __clzll(long long x) {
-    return x == 0 ? 64 : __builtin_clzll((unsigned long long)x);
-}
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-template <typename T>
-static inline T __ldg(const T* p) { return *p; }
-
-static inline uint4 eq_ld_stream_v4(const void* p) {
-    uint4 r;
-    std::memcpy(&r, p, 16);
-    return r;
-}
-static inline uint2 eq_ld_stream_v2(const void* p) {
-    uint2 r;
-    std::memcpy(&r, p, 8);
-    return r;
-}
-
-static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
-    std::atomic_ref<unsigned long long> a(*p);
-    unsigned long long old = a.load();
-    while (v < old && !a.compare_exchange_weak(old, v)) {
-    }
-    return old;
-}
-static inline unsigned atomicAdd(unsigned* p, unsigned v) {
-    return std::atomic_ref<unsigned>(*p).fetch_add(v);
-}
-static inline unsigned atomicMax(unsigned* p, unsigned v) {
-    std::atomic_ref<unsigned> a(*p);
-    unsigned old = a.load();
-    while (v > old && !a.compare_exchange_weak(old, v)) {
-    }
-    return old;
-}
-
-// One barrier per block and one exchange area + barrier per warp.
-struct Warp {
-    std::barrier<> bar{32};
-    unsigned slots[32];
-    unsigned mma_a[32][4];  // each lane's mma fragments (eq_mma_bf16_16816)
-    unsigned mma_b[32][2];
-};
-static std::unique_ptr<std::barrier<>> g_block_barrier;
-static std::vector<std::unique_ptr<Warp>> g_warps;
-
-static inline void __syncthreads() { g_block_barrier->arrive_and_wait(); }
-
-template <typename T>
-static inline T __shfl_xor_sync(unsigned, T v, int off) {
-    static_assert(sizeof(T) == 4, "32-bit shuffles only");
-    const unsigned lane = threadIdx.x & 31u;
-    Warp& w = *g_warps[threadIdx.x >> 5];
-    std::memcpy(&w.slots[lane], &v, 4);
-    w.bar.arrive_and_wait();
-    T r;
-    std::memcpy(&r, &w.slots[lane ^ (unsigned)off], 4);
-    w.bar.arrive_and_wait();
-    return r;
-}
-
-// __byte_perm: result byte n is byte ((s >> 4n) & 7) of {y, x} (x = bytes 0..3).
-static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
-    const unsigned long long in = ((unsigned long long)y << 32) | x;
-    unsigned r = 0;
-    for (int n = 0; n < 4; ++n) {
-        const unsigned sel = (s >> (4 * n)) & 7u;
-        r |= (unsigned)((in >> (8 * sel)) & 0xffu) << (8 * n);
-    }
-    return r;
-}
-
-static inline float emu_bf16(unsigned bits16) { return __uint_as_float((bits16 & 0xffffu) << 16); }
-
-static inline unsigned emu_bf16_rne(float f) {
-    const unsigned u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (u >> 16) | 0x40u;
-    }
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
-// fma.rn.bf16x2 a, b, -0: each bf16 product (exact in f32) rounded once to bf16.
-static inline unsigned eq_bf16x2_mul(unsigned a, unsigned b) {
-    const unsigned lo = emu_bf16_rne(emu_bf16(a) * emu_bf16(b));
-    const unsigned hi = emu_bf16_rne(emu_bf16(a >> 16) * emu_bf16(b >> 16));
-    return lo | (hi << 16);
-}
-
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: the warp's fragments are gathered,
-// A (16x16) and B (16x8) rebuilt with the PTX ISA's fragment layout, and each lane adds
-// its four C entries as f32 sums in k order (the GPU's internal order differs; the
-// checks allow for it).
-static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned* b) {
-    const unsigned lane = threadIdx.x & 31u;
-    Warp& w = *g_warps[threadIdx.x >> 5];
-    for (int r = 0; r < 4; ++r) {
-        w.mma_a[lane][r] = a[r];
-    }
-    w.mma_b[lane][0] = b[0];
-    w.mma_b[lane][1] = b[1];
-    w.bar.arrive_and_wait();
-    float A[16][16], B[16][8];
-    for (unsigned l = 0; l < 32; ++l) {
-        const unsigned g = l >> 2, q = l & 3u;
-        for (unsigned r = 0; r < 4; ++r) {
-            const unsigned row = g + 8u * (r & 1u), col = 2u * q + 8u * (r >> 1);
-            A[row][col] = emu_bf16(w.mma_a[l][r]);
-            A[row][col + 1] = emu_bf16(w.mma_a[l][r] >> 16);
-        }
-        for (unsigned r = 0; r < 2; ++r) {
-            const unsigned k = 2u * q + 8u * r;
-            B[k][g] = emu_bf16(w.mma_b[l][r]);
-            B[k + 1][g] = emu_bf16(w.mma_b[l][r] >> 16);
-        }
-    }
-    w.bar.arrive_and_wait();
-    const unsigned g = lane >> 2, q = lane & 3u;
-    for (unsigned r = 0; r < 4; ++r) {
-        const unsigned row = g + 8u * (r >> 1), col = 2u * q + (r & 1u);
-        float acc = d[r];
-        for (unsigned k = 0; k < 16; ++k) {
-            acc += A[row][k] * B[k][col];
-        }
-        d[r] = acc;
-    }
-}
+#include "simt.h"
 
 // ---- The kernels, exactly as NVRTC sees them -------------------------------------------
 #include "../common/formats.cuh"
@@ -197,32 +27,12 @@ static inline void eq_mma_bf16_16816(float* d, const unsigned* a, const unsigned
 #include "../model/kv_store.cu"
 #include "../fp8/quantize.cu"
 
-// Runs `kernel` on a grid, one block at a time, one std::thread per CUDA thread.
+// Runs `kernel` on a grid with `threads` threads a block, on the calling thread.
 static void launch(dim3 grid, unsigned threads, const std::function<void()>& kernel) {
-    gridDim = grid;
-    blockDim = dim3{threads, 1, 1};
-    for (unsigned bz = 0; bz < grid.z; ++bz) {
-        for (unsigned by = 0; by < grid.y; ++by) {
-            for (unsigned bx = 0; bx < grid.x; ++bx) {
-                g_block_barrier = std::make_unique<std::barrier<>>(threads);
-                g_warps.clear();
-                for (unsigned w = 0; w < threads / 32; ++w) {
-                    g_warps.push_back(std::make_unique<Warp>());
-                }
-                std::vector<std::thread> pool;
-                for (unsigned t = 0; t < threads; ++t) {
-                    pool.emplace_back([=, &kernel] {
-                        threadIdx = dim3{t, 0, 0};
-                        blockIdx = dim3{bx, by, bz};
-                        kernel();
-                    });
-                }
-                for (auto& th : pool) {
-                    th.join();
-                }
-            }
-        }
-    }
+    void* args[1] = {const_cast<std::function<void()>*>(&kernel)};
+    const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {threads, 1, 1};
+    eq_simt_run_blocks([](void** a) { (*static_cast<std::function<void()>*>(a[0]))(); }, args, g, b,
+                       0, (unsigned long long)grid.x * grid.y * grid.z);
 }
 
 static unsigned blocks_for(unsigned long long items, unsigned per_block, unsigned long long cap) {
