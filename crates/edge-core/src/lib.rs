@@ -14,10 +14,12 @@
 //! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
 //!   bandwidth bound.
 //!
-//! Behind the `cuda` feature, the `cuda` module wraps a cudarc context whose driver and NVRTC
-//! libraries are loaded at run time (so the crate builds with no CUDA toolkit), and a
-//! `cuda::KernelCache` that compiles each `.cu` source once per GPU architecture and
-//! keeps the result on disk keyed by source hash and architecture.
+//! Behind the `cuda` feature, the `cuda` module holds `cuda::CudaDevice`, the one memory
+//! and launch interface of the CUDA code, over a GPU (a cudarc context whose driver and
+//! NVRTC libraries are loaded at run time, so the crate builds with no CUDA toolkit) or
+//! the emulated device (the kernels compiled for the host, run by a fiber SIMT runtime),
+//! and a `cuda::KernelCache` that compiles each `.cu` source once per GPU architecture
+//! and keeps the result on disk keyed by source hash and architecture.
 
 mod buffer;
 mod bytes;

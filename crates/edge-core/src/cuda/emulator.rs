@@ -47,17 +47,6 @@ pub struct HostKernel {
     pub(super) params: &'static [u8],
 }
 
-unsafe extern "C" fn no_kernel(_: *mut *mut c_void) {}
-
-impl HostKernel {
-    /// A kernel that is never launched (the placeholder of a refused launch).
-    pub(super) const NONE: HostKernel = HostKernel {
-        name: "(none)",
-        entry: no_kernel,
-        params: b"",
-    };
-}
-
 /// The emulated device's kernels, by (source, name).
 #[derive(Debug)]
 pub(super) struct Emulator {

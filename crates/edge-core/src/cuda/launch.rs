@@ -6,7 +6,7 @@
 //! computing garbage.
 
 use super::cuda_err;
-use super::emulator::{self, HostKernel};
+use super::emulator::{self, HostAllocation, HostKernel};
 use super::slice::{DeviceElem, DeviceSlice, Storage};
 use crate::{CoreError, Result};
 use cudarc::driver::{CudaFunction, PushKernelArg};
@@ -48,8 +48,6 @@ pub(super) enum KernelImpl {
 /// [`Launch::arg`], then [`Launch::launch`].
 pub struct Launch<'a> {
     inner: LaunchImpl<'a>,
-    /// A buffer that belongs to the other kind of device (reported by `launch`).
-    foreign: bool,
 }
 
 enum LaunchImpl<'a> {
@@ -59,13 +57,15 @@ enum LaunchImpl<'a> {
         values: Vec<u64>,
         kinds: Vec<u8>,
     },
+    /// A kernel or buffer of the other kind of device (GPU vs emulated) was given:
+    /// refused by `launch`.
+    Foreign,
 }
 
 impl<'a> Launch<'a> {
     pub(super) fn driver(args: cudarc::driver::LaunchArgs<'a>) -> Self {
         Launch {
             inner: LaunchImpl::Driver(args),
-            foreign: false,
         }
     }
 
@@ -76,24 +76,14 @@ impl<'a> Launch<'a> {
                 values: Vec::new(),
                 kinds: Vec::new(),
             },
-            foreign: false,
         }
     }
 
-    /// A launch refused at [`Launch::launch`]: the kernel and the device differ in kind.
-    pub(super) fn emulated_placeholder() -> Self {
+    /// A launch that mixes the two kinds of device, refused by [`Launch::launch`].
+    pub(super) fn foreign() -> Self {
         Launch {
-            inner: LaunchImpl::Emulated {
-                kernel: HostKernel::NONE,
-                values: Vec::new(),
-                kinds: Vec::new(),
-            },
-            foreign: true,
+            inner: LaunchImpl::Foreign,
         }
-    }
-
-    pub(super) fn mark_foreign(&mut self) {
-        self.foreign = true;
     }
 
     /// Pushes the next argument: a buffer (`&DeviceSlice`, `&mut DeviceSlice` for one
@@ -111,9 +101,9 @@ impl<'a> Launch<'a> {
     /// kernel computes from them must stay inside its buffers: the caller (a launch
     /// wrapper) checks the shapes. The emulated device checks the arguments' kinds.
     pub unsafe fn launch(&mut self, cfg: LaunchConfig) -> Result<()> {
-        if self.foreign {
+        if let LaunchImpl::Foreign = self.inner {
             return Err(CoreError::Cuda(
-                "a launch was given a buffer of another device (GPU vs emulated)".into(),
+                "a launch mixed a kernel or buffer of the GPU with the emulated device's".into(),
             ));
         }
         let (gx, gy, gz) = cfg.grid_dim;
@@ -141,32 +131,40 @@ impl<'a> Launch<'a> {
                 }
                 emulator::launch(kernel, &cfg, values)
             }
+            LaunchImpl::Foreign => unreachable!("refused above"),
         }
     }
 
+    /// A buffer of the emulated device: its address.
+    fn push_emulated<T: DeviceElem>(&mut self, a: &HostAllocation<T>) {
+        match &mut self.inner {
+            LaunchImpl::Emulated { values, kinds, .. } => {
+                values.push(a.address());
+                kinds.push(b'p');
+            }
+            _ => self.inner = LaunchImpl::Foreign,
+        }
+    }
+
+    /// A buffer the kernel reads. (cudarc records reads and writes apart, hence two.)
     fn push_buffer<T: DeviceElem>(&mut self, storage: &'a Storage<T>) {
         match (&mut self.inner, storage) {
+            (_, Storage::Emulated(a)) => self.push_emulated(a),
             (LaunchImpl::Driver(args), Storage::Driver(s)) => {
                 args.arg(s);
             }
-            (LaunchImpl::Emulated { values, kinds, .. }, Storage::Emulated(a)) => {
-                values.push(a.address());
-                kinds.push(b'p');
-            }
-            _ => self.foreign = true,
+            _ => self.inner = LaunchImpl::Foreign,
         }
     }
 
+    /// A buffer the kernel writes.
     fn push_buffer_mut<T: DeviceElem>(&mut self, storage: &'a mut Storage<T>) {
         match (&mut self.inner, storage) {
+            (_, Storage::Emulated(a)) => self.push_emulated(a),
             (LaunchImpl::Driver(args), Storage::Driver(s)) => {
                 args.arg(s);
             }
-            (LaunchImpl::Emulated { values, kinds, .. }, Storage::Emulated(a)) => {
-                values.push(a.address());
-                kinds.push(b'p');
-            }
-            _ => self.foreign = true,
+            _ => self.inner = LaunchImpl::Foreign,
         }
     }
 }
@@ -203,6 +201,7 @@ macro_rules! scalar_arg {
                         values.push(bits(self));
                         kinds.push($kind);
                     }
+                    LaunchImpl::Foreign => {}
                 }
             }
         }

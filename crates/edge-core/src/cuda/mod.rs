@@ -1,8 +1,10 @@
-//! The CUDA context (behind the `cuda` feature).
+//! The CUDA device (behind the `cuda` feature): a GPU, or the emulated device that runs
+//! the same kernels on the CPU ([`CudaDevice::emulated`], module `emulator`), behind one
+//! memory ([`DeviceSlice`]) and launch ([`Launch`]) interface.
 //!
 //! The driver and NVRTC are loaded at run time through cudarc, so this module builds
 //! on machines with neither a CUDA toolkit nor a GPU; [`CudaDevice::new`] reports a
-//! typed [`CoreError::DeviceUnavailable`](crate::CoreError::DeviceUnavailable) when the
+//! typed [`CoreError::DeviceUnavailable`] when the
 //! libraries or the GPU are missing instead of panicking.
 //!
 //! NVRTC is found by [`NvrtcLocation`] (a CUDA 12 or 13 install, a pip wheel's
@@ -145,6 +147,22 @@ impl CudaDevice {
         })
     }
 
+    /// Opens `device`: a GPU through the driver with `cache`, or the emulated device
+    /// with the kernels of `tables`; the CPU is a [`CoreError::DeviceUnavailable`].
+    pub fn open(
+        device: crate::Device,
+        tables: &[HostKernelTable],
+        cache: KernelCache,
+    ) -> Result<Arc<Self>> {
+        match device {
+            crate::Device::Cuda(n) => Self::new(n, cache),
+            crate::Device::CudaEmulated => Ok(Self::emulated(tables)),
+            crate::Device::Cpu => Err(CoreError::DeviceUnavailable(
+                "the CPU is not a CUDA device (expected cuda:N or cuda-emu)".into(),
+            )),
+        }
+    }
+
     /// True for the emulated device.
     pub fn is_emulated(&self) -> bool {
         matches!(self.runtime, Runtime::Emulated(_))
@@ -205,20 +223,9 @@ impl CudaDevice {
             (Runtime::Driver(d), KernelImpl::Driver(f)) => {
                 Launch::driver(d.stream.launch_builder(f))
             }
-            (_, KernelImpl::Emulated(k)) => {
-                let mut launch = Launch::emulated(*k);
-                if !self.is_emulated() {
-                    launch.mark_foreign();
-                }
-                launch
-            }
-            (Runtime::Emulated(_), KernelImpl::Driver(f)) => {
-                // Unreachable through `function`; refused at launch.
-                let _ = f;
-                let mut launch = Launch::emulated_placeholder();
-                launch.mark_foreign();
-                launch
-            }
+            (Runtime::Emulated(_), KernelImpl::Emulated(k)) => Launch::emulated(*k),
+            // A kernel loaded by the other kind of device.
+            _ => Launch::foreign(),
         }
     }
 

@@ -59,5 +59,9 @@ pub const HOST_KERNELS: edge_core::cuda::HostKernelTable = edge_model_host_kerne
 /// crate's): [`CudaBackend`] and every operation of this module run on it, on the CPU,
 /// with no GPU, driver or NVRTC. For verification and debugging, not speed.
 pub fn emulated_device() -> std::sync::Arc<edge_core::cuda::CudaDevice> {
-    edge_core::cuda::CudaDevice::emulated(&[edge_quant::cuda::HOST_KERNELS, HOST_KERNELS])
+    edge_core::cuda::CudaDevice::emulated(&HOST_KERNEL_TABLES)
 }
+
+/// Every kernel table of the workspace: edge-quant's and this crate's.
+pub const HOST_KERNEL_TABLES: [edge_core::cuda::HostKernelTable; 2] =
+    [edge_quant::cuda::HOST_KERNELS, HOST_KERNELS];

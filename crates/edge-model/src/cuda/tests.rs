@@ -13,14 +13,8 @@ use std::sync::Arc;
 
 /// The CUDA device a device-parameterised test runs on (`device_test!`).
 pub(super) fn device(on: Device) -> Arc<CudaDevice> {
-    match on {
-        Device::CudaEmulated => super::emulated_device(),
-        Device::Cuda(n) => {
-            let dir = std::env::temp_dir().join("edge-model-ptx-cache");
-            CudaDevice::new(n, KernelCache::in_dir(dir)).expect("open the GPU")
-        }
-        Device::Cpu => panic!("a CUDA test body was given the CPU"),
-    }
+    let cache = KernelCache::in_dir(std::env::temp_dir().join("edge-model-ptx-cache"));
+    CudaDevice::open(on, &super::HOST_KERNEL_TABLES, cache).expect("open the CUDA device")
 }
 
 /// Deterministic values in about [−scale, scale].

@@ -23,7 +23,7 @@
 //!   and the FP8 KV cache.
 //!
 //! Every wrapper checks shapes and scales and returns a [`QuantError`] before anything is
-//! launched; CUDA failures arrive as [`QuantError::Core`] wrapping [`CoreError::Cuda`].
+//! launched; CUDA failures arrive as [`QuantError::Core`] wrapping [`edge_core::CoreError::Cuda`].
 
 mod bf16;
 mod fp8;

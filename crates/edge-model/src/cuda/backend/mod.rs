@@ -78,24 +78,20 @@ impl CudaBackend {
     /// The backend on GPU `ordinal`, with compiled kernels kept in
     /// [`KernelCache::user_default_dir`] (not kept when there is no such folder).
     pub fn with_default_cache(ordinal: usize) -> Result<Self> {
-        let cache =
-            KernelCache::user_default_dir().map_or_else(KernelCache::disabled, KernelCache::in_dir);
-        Self::new(ordinal, cache)
+        Self::for_device(edge_core::Device::Cuda(ordinal))
     }
 
     /// The backend on `device`: a GPU (kernels kept in the default cache, as
-    /// [`CudaBackend::with_default_cache`]) or the emulated device
-    /// ([`super::emulated_device`]); the CPU is an error.
+    /// [`CudaBackend::with_default_cache`]) or the emulated device with every kernel of
+    /// the workspace ([`super::emulated_device`]); the CPU is an error.
     pub fn for_device(device: edge_core::Device) -> Result<Self> {
-        match device {
-            edge_core::Device::Cuda(n) => Self::with_default_cache(n),
-            edge_core::Device::CudaEmulated => Ok(Self::on(super::emulated_device())),
-            edge_core::Device::Cpu => {
-                Err(ModelError::Core(edge_core::CoreError::DeviceUnavailable(
-                    "the CUDA backend runs on cuda:N or cuda-emu, not the CPU".into(),
-                )))
-            }
-        }
+        let cache =
+            KernelCache::user_default_dir().map_or_else(KernelCache::disabled, KernelCache::in_dir);
+        Ok(Self::on(CudaDevice::open(
+            device,
+            &super::HOST_KERNEL_TABLES,
+            cache,
+        )?))
     }
 
     /// The backend on an opened device.
