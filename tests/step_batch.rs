@@ -2,8 +2,12 @@
 //! lengths, prefill and decode rows mixed) give each sequence the logits it gets alone;
 //! the page size does not change a bit; a rolled-back sequence recomputes exactly.
 
+#[macro_use]
+mod support;
+
+use edge_core::Device;
 use edge_kvcache::{CacheConfig, HostMemory, KvDType, PagedCache, SeqId};
-use edge_model::{ActivationMode, Cpu, LogitRows, Qwen35Model, StepBatch};
+use edge_model::{ActivationMode, Backend, Cpu, LogitRows, Qwen35Model, StepBatch};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -38,12 +42,21 @@ fn schedule() -> Vec<Vec<(usize, Vec<u32>)>> {
     ]
 }
 
-/// Every span's logits (all rows), per step, per sequence.
-fn run(model: &Qwen35Model, batched: bool) -> Vec<Vec<Vec<f32>>> {
-    let mut c = cache(model, 8);
+/// Every span's logits (all rows), per step, per sequence, on `backend`.
+fn run<B: Backend>(model: &Qwen35Model<B>, mut backend: B, batched: bool) -> Vec<Vec<Vec<f32>>> {
+    let config = CacheConfig {
+        block_size: 8,
+        kv_dtype: KvDType::F32,
+        max_sequences: Some(3),
+        ..CacheConfig::default()
+    };
+    let memory = backend
+        .cache_memory(&model.cache_spec(&config), &config)
+        .unwrap();
+    let mut c = PagedCache::with_memory(memory, config).unwrap();
     let seqs: Vec<SeqId> = (0..3).map(|_| c.new_sequence(0).unwrap()).collect();
     let mut len = [0usize; 3];
-    let mut cpu = Cpu::new();
+    let cpu = &mut backend;
     let mut out = vec![vec![]; 3];
     let vocab = model.config().vocab_size;
     for step in schedule() {
@@ -57,7 +70,7 @@ fn run(model: &Qwen35Model, batched: bool) -> Vec<Vec<Vec<f32>>> {
             for (s, t) in &group {
                 batch.push(seqs[*s], t, len[*s], LogitRows::All);
             }
-            let logits = model.forward(&mut cpu, &batch, &mut c).unwrap().logits;
+            let logits = model.forward(cpu, &batch, &mut c).unwrap().logits;
             let mut at = 0;
             for (s, t) in &group {
                 out[*s].push(logits[at * vocab..(at + t.len()) * vocab].to_vec());
@@ -76,21 +89,42 @@ fn a_batch_gives_each_sequence_its_logits_alone() {
         ("qwen35-tiny-nvfp4", ActivationMode::Int8),
     ] {
         let model = Qwen35Model::load(&fixture(dir), mode).unwrap();
-        let alone = run(&model, false);
-        let together = run(&model, true);
-        let mut worst: f32 = 0.0;
-        for (a, b) in alone.iter().flatten().zip(together.iter().flatten()) {
-            assert_eq!(a.len(), b.len());
-            for (x, y) in a.iter().zip(b) {
-                worst = worst.max((x - y).abs() / (1.0 + x.abs()));
-            }
-        }
+        let worst = batched_against_alone(
+            &run(&model, Cpu::new(), false),
+            &run(&model, Cpu::new(), true),
+        );
         println!("{dir} {mode:?}: batched vs alone, max relative |Δ| {worst:.2e}");
         // Only the linears' summation order (GEMM tiles for the batch, one-row kernels
         // alone) differs.
         assert!(worst < 1e-4, "{dir}: {worst}");
     }
 }
+
+/// The largest relative difference between the two runs' logits.
+fn batched_against_alone(alone: &[Vec<Vec<f32>>], together: &[Vec<Vec<f32>>]) -> f32 {
+    let mut worst: f32 = 0.0;
+    for (a, b) in alone.iter().flatten().zip(together.iter().flatten()) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            worst = worst.max((x - y).abs() / (1.0 + x.abs()));
+        }
+    }
+    worst
+}
+
+/// The same on every device, with bf16 activations (the CUDA backend's mode) on the
+/// NVFP4 fixture.
+fn batches_give_each_sequence_its_logits_alone(on: Device) {
+    let host = Qwen35Model::load(&fixture("qwen35-tiny-nvfp4"), ActivationMode::Bf16).unwrap();
+    let worst = on_device!(on, host, |model, backend| batched_against_alone(
+        &run(model, backend(), false),
+        &run(model, backend(), true)
+    ));
+    println!("{on}: batched vs alone, max relative |Δ| {worst:.2e}");
+    assert!(worst < 1e-4, "{on}: {worst}");
+}
+
+edge_core::device_test!(batches_give_each_sequence_its_logits_alone);
 
 /// Greedy rows return the argmax, and top rows the most likely tokens, of the rows the
 /// same pass would return as logits, in batch order beside spans that return logits.
