@@ -1,6 +1,10 @@
 //! Every way a checkpoint or a request can be wrong gives a typed error that names the
 //! problem — never a panic.
 
+#[macro_use]
+mod support;
+
+use edge_core::Device;
 use edge_kvcache::{CacheConfig, SeqId, SequenceCache};
 use edge_model::synthetic::{SyntheticDType, write_random_checkpoint};
 use edge_model::{
@@ -245,3 +249,78 @@ fn missing_config_and_bad_json_are_errors() {
     std::fs::remove_file(d.join("config.json")).unwrap();
     assert!(matches!(load_err(&d), ModelError::Io { .. }));
 }
+
+/// On every device (the NVFP4 fixture, bf16 activations): requests with no tokens, a
+/// token outside the vocabulary, rows past the context, a span that does not continue
+/// the sequence, a sequence the cache does not hold, and a budget too small each give
+/// their typed error, and the session then continues exactly as one that never saw
+/// them.
+fn bad_requests_change_nothing(on: Device) {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-nvfp4");
+    let host = Qwen35Model::load(&fixture, ActivationMode::Bf16).unwrap();
+    let (vocab, context) = (
+        host.config().vocab_size,
+        host.config().max_position_embeddings,
+    );
+    on_device!(on, host, |model, backend| {
+        let mut config = CacheConfig {
+            block_size: 4,
+            ..CacheConfig::default()
+        };
+        let spec = model.cache_spec(&config);
+        config.budget_bytes = 40 * spec.block_bytes() + 2 * spec.state_bytes();
+        let prompt = [1, 2, 3, 4, 5];
+        let mut clean = Session::with_backend(model, backend(), config).unwrap();
+        clean.forward(&prompt, LogitRows::Last).unwrap();
+        let want = clean.forward(&[6, 7], LogitRows::All).unwrap().logits;
+
+        let mut session = Session::with_backend(model, backend(), config).unwrap();
+        session.forward(&prompt, LogitRows::Last).unwrap();
+        let past_context = vec![7; context];
+        let cases: [(&[u32], &str); 3] = [
+            (&[], "no tokens"),
+            (&[5, vocab as u32], "outside the vocabulary"),
+            (&past_context, "past the context"),
+        ];
+        for (tokens, needle) in cases {
+            let e = session.forward(tokens, LogitRows::Last).unwrap_err();
+            assert!(matches!(e, ModelError::InvalidInput(_)), "{on}: {e}");
+            assert!(e.to_string().contains(needle), "{on}: {e}");
+        }
+        let over = session.forward(&[6; 200], LogitRows::Last).unwrap_err();
+        assert!(
+            matches!(
+                over,
+                ModelError::Cache(edge_kvcache::KvCacheError::OverBudget { .. })
+            ),
+            "{on}: {over}"
+        );
+        let seq = session.sequence();
+        let mut be = backend();
+        let gap = StepBatch::single(seq, &[1], 7, LogitRows::Last);
+        let e = model
+            .forward(&mut be, &gap, session.cache_mut())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("continue at position 5"),
+            "{on}: {e}"
+        );
+        let stranger = StepBatch::single(SeqId::new(7), &[1], 0, LogitRows::Last);
+        let e = model
+            .forward(&mut be, &stranger, session.cache_mut())
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ModelError::Cache(edge_kvcache::KvCacheError::UnknownSequence(_))
+            ),
+            "{on}: {e}"
+        );
+        assert_eq!(session.len(), prompt.len(), "{on}");
+        let got = session.forward(&[6, 7], LogitRows::All).unwrap().logits;
+        assert_eq!(got, want, "{on}: the session changed");
+    });
+}
+
+edge_core::device_test!(bad_requests_change_nothing);
