@@ -381,7 +381,21 @@ extern "C" int eq_simt_run_blocks(void (*entry)(void**), void** args, const unsi
     return 0;
 }
 
+// Large buffers (a cache's pools reserve the whole budget) are mapped, so their pages
+// are zero until touched; AddressSanitizer builds keep every buffer on the heap, where
+// it bounds-checks them.
+#ifdef EQ_SIMT_ASAN
+constexpr unsigned long long kMapBytes = ~0ull;
+#else
+constexpr unsigned long long kMapBytes = 1ull << 20;
+#endif
+
 extern "C" void* eq_simt_alloc(unsigned long long bytes) {
+    if (bytes >= kMapBytes) {
+        void* p = mmap(nullptr, (size_t)bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        return p == MAP_FAILED ? nullptr : p;
+    }
     void* p = nullptr;
     if (posix_memalign(&p, 256, bytes == 0 ? 1 : (size_t)bytes) != 0) {
         return nullptr;
@@ -390,4 +404,10 @@ extern "C" void* eq_simt_alloc(unsigned long long bytes) {
     return p;
 }
 
-extern "C" void eq_simt_free(void* p) { std::free(p); }
+extern "C" void eq_simt_free(void* p, unsigned long long bytes) {
+    if (bytes >= kMapBytes) {
+        munmap(p, (size_t)bytes);
+    } else {
+        std::free(p);
+    }
+}

@@ -165,7 +165,7 @@ int eq_simt_run_blocks(void (*entry)(void**), void** args, const unsigned* grid,
                        const unsigned* block, unsigned long long first,
                        unsigned long long count);
 // Device memory: zeroed, 256-byte aligned (as cudaMalloc), one allocation each so that a
-// sanitizer build bounds-checks every buffer.
+// sanitizer build bounds-checks every buffer; freed with the size it was allocated with.
 void* eq_simt_alloc(unsigned long long bytes);
-void eq_simt_free(void* p);
+void eq_simt_free(void* p, unsigned long long bytes);
 }

@@ -35,7 +35,7 @@ unsafe extern "C" {
         count: u64,
     ) -> i32;
     fn eq_simt_alloc(bytes: u64) -> *mut c_void;
-    fn eq_simt_free(p: *mut c_void);
+    fn eq_simt_free(p: *mut c_void, bytes: u64);
 }
 
 /// One host-compiled kernel.
@@ -225,7 +225,8 @@ impl<T: bytemuck::Pod> HostAllocation<T> {
 
 impl<T> Drop for HostAllocation<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated by eq_simt_alloc, freed once.
-        unsafe { eq_simt_free(self.ptr.as_ptr().cast()) }
+        let bytes = (self.len * std::mem::size_of::<T>()) as u64;
+        // SAFETY: allocated by eq_simt_alloc with this size (checked then), freed once.
+        unsafe { eq_simt_free(self.ptr.as_ptr().cast(), bytes) }
     }
 }
