@@ -124,7 +124,7 @@ fn tree_verify_and_commit(on: Device) {
     let host = Qwen35Model::load(&fixture("qwen35-tiny-nvfp4"), ActivationMode::Bf16).unwrap();
     on_device!(on, host, |model, backend| {
         for (block, dtype) in [(32, KvDType::F32), (4, KvDType::Fp8E4M3)] {
-            tree_then_commit(model, &backend, block, dtype, |_, _| {});
+            tree_then_commit(model, backend, block, dtype, |_, _| {});
         }
     });
 }

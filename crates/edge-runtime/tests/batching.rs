@@ -2,7 +2,12 @@
 //! tokens they get alone, streams deliver them in order, a full queue refuses with a
 //! typed error, dropping a stream or the handle cancels, and the pages come back.
 
-use edge_model::{ActivationMode, Qwen35Model};
+#[macro_use]
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use edge_core::Device;
+use edge_model::{ActivationMode, Backend, Qwen35Model};
 use edge_runtime::{
     Engine, EngineConfig, EngineHandle, Event, GenerateOutput, GenerateRequest, RuntimeError,
     StopReason,
@@ -48,7 +53,7 @@ fn requests() -> Vec<GenerateRequest> {
 }
 
 /// Every request's output, run through one engine at once.
-fn together(engine: &mut Engine, reqs: &[GenerateRequest]) -> Vec<GenerateOutput> {
+fn together<B: Backend>(engine: &mut Engine<B>, reqs: &[GenerateRequest]) -> Vec<GenerateOutput> {
     let outs = Arc::new(std::sync::Mutex::new(vec![None; reqs.len()]));
     for (i, r) in reqs.iter().enumerate() {
         let outs = outs.clone();
@@ -64,6 +69,55 @@ fn together(engine: &mut Engine, reqs: &[GenerateRequest]) -> Vec<GenerateOutput
     let outs = outs.lock().unwrap();
     outs.iter().map(|o| o.clone().unwrap()).collect()
 }
+
+/// On every device (the bf16 fixture, bf16 activations): requests in flight together,
+/// plain and with a token tree, get their tokens alone; a cancelled request ends and
+/// every page comes back.
+fn batching_and_cancellation(on: Device) {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-bf16-vl");
+    let host = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
+    on_device!(arc on, host, |model, backend| {
+        let engine = |max_sequences: usize, spec: Option<SpecConfig>| {
+            let mut config = EngineConfig {
+                max_sequences,
+                prefill_chunk: 16,
+                speculation: spec,
+                ..EngineConfig::default()
+            };
+            config.cache.max_sequences = Some(max_sequences);
+            Engine::with_backend(model.clone(), backend(), config).unwrap()
+        };
+        // Four at once: a cache with a sequence limit (as the CUDA engine's pools need)
+        // refuses a fifth submit instead of queueing it.
+        let reqs = &requests()[..4];
+        for spec in [None, Some(SpecConfig::tree(3, 2, 6))] {
+            let alone: Vec<Vec<u32>> = (reqs.iter())
+                .map(|r| engine(1, spec).generate(r).unwrap().tokens)
+                .collect();
+            let mut e = engine(4, spec);
+            let outs = together(&mut e, reqs);
+            for (i, (o, want)) in outs.iter().zip(&alone).enumerate() {
+                assert_eq!(&o.tokens, want, "{on} {spec:?}: request {i}");
+            }
+            assert_eq!(e.cache().usage().sequences, 0, "every sequence released");
+            e.cache().verify_refcounts().unwrap();
+        }
+        let mut e = engine(4, None);
+        let ids: Vec<_> = (requests().into_iter().take(3))
+            .map(|r| e.submit(r, None).unwrap())
+            .collect();
+        e.step();
+        e.step();
+        e.cancel(ids[0]);
+        assert_eq!(e.in_flight(), 2);
+        while e.step() {}
+        assert_eq!(e.cache().usage().sequences, 0);
+        e.cache().verify_refcounts().unwrap();
+    });
+}
+
+edge_core::device_test!(batching_and_cancellation);
 
 #[test]
 fn requests_in_flight_together_get_their_tokens_alone() {

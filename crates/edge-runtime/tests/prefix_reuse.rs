@@ -4,8 +4,13 @@
 //! same logits bit for bit, under a roomy and a tiny budget, for f32, bf16 and FP8
 //! pages and with MTP rows in the cache. No page outlives its last user.
 
+#[macro_use]
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use edge_core::Device;
 use edge_kvcache::{CacheConfig, KvDType};
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, Backend, Qwen35Model};
 use edge_runtime::{Engine, EngineConfig, GenerateRequest, ReusePolicy, SamplingParams};
 use edge_spec::SpecConfig;
 use proptest::prelude::*;
@@ -94,13 +99,19 @@ fn setup() -> impl Strategy<Value = Setup> {
         )
 }
 
-fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
+fn engine<B: Backend>(
+    model: &Arc<Qwen35Model<B>>,
+    backend: B,
+    s: &Setup,
+    prefix_cache: bool,
+) -> Engine<B> {
     let mut cache = CacheConfig {
         block_size: s.block_size,
         kv_dtype: s.dtype,
         budget_bytes: 0,
         prefix_cache,
-        max_sequences: None,
+        // One request at a time (the CUDA memory's pools need a limit).
+        max_sequences: Some(1),
     };
     let spec = model.cache_spec(&cache);
     cache.budget_bytes = s.budget_blocks * spec.block_bytes() + 4 * spec.state_bytes() + 4096;
@@ -112,7 +123,7 @@ fn engine(model: &Arc<Qwen35Model>, s: &Setup, prefix_cache: bool) -> Engine {
         speculation: s.speculate.then_some(SpecConfig::tree(2, 2, 3)),
         ..EngineConfig::default()
     };
-    Engine::new(model.clone(), config).unwrap()
+    Engine::with_backend(model.clone(), backend, config).unwrap()
 }
 
 fn marks(prompt: &[u32]) -> Vec<usize> {
@@ -122,10 +133,14 @@ fn marks(prompt: &[u32]) -> Vec<usize> {
         .collect()
 }
 
-fn run(s: Setup, steps: Vec<(Next, usize, u64)>) {
-    let model = model();
-    let mut cached = engine(&model, &s, true);
-    let mut plain = engine(&model, &s, false);
+fn run<B: Backend>(
+    model: &Arc<Qwen35Model<B>>,
+    backend: impl Fn() -> B,
+    s: Setup,
+    steps: Vec<(Next, usize, u64)>,
+) {
+    let mut cached = engine(model, backend(), &s, true);
+    let mut plain = engine(model, backend(), &s, false);
     let mut prompts: Vec<Vec<u32>> = Vec::new();
     for (next, max_new, seed) in steps {
         let mut prompt = match next {
@@ -204,9 +219,30 @@ proptest! {
         s in setup(),
         steps in prop::collection::vec((next(), 1..5usize, any::<u64>()), 1..10),
     ) {
-        run(s, steps);
+        run(&model(), edge_model::Cpu::new, s, steps);
     }
 }
+
+/// The same property on every device, with bf16 activations on the bf16 fixture and
+/// fewer cases on the emulated device.
+fn reuse_is_exact(on: Device) {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-bf16-vl");
+    let host = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
+    let cases = if on.is_cpu() { 16 } else { 12 };
+    on_device!(arc on, host, |model, backend| {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(cases));
+        let steps = prop::collection::vec((next(), 1..5usize, any::<u64>()), 1..10);
+        runner
+            .run(&(setup(), steps), |(s, steps)| {
+                run(model, backend, s, steps);
+                Ok(())
+            })
+            .unwrap();
+    });
+}
+
+edge_core::device_test!(reuse_is_exact);
 
 /// The fixed scenario of an agentic conversation: each turn resends the whole history
 /// plus a little new text, marking message ends. All but the new text is cached.
@@ -221,7 +257,7 @@ fn a_growing_conversation_is_served_from_the_cache() {
         budget_blocks: 10_000,
         speculate: false,
     };
-    let mut e = engine(&model, &s, true);
+    let mut e = engine(&model, edge_model::Cpu::new(), &s, true);
     let mut history: Vec<u32> = vec![1, 5, 9, 2, END];
     let mut total = (0, 0);
     for turn in 0..6u32 {
@@ -273,18 +309,20 @@ fn longest_reuse_takes_unmarked_prompt_ends_within_tolerance() {
         record_logits: true,
         ..GenerateRequest::default()
     };
-    let mut exact = engine(&model, &s, true);
+    let mut exact = engine(&model, edge_model::Cpu::new(), &s, true);
     exact.generate(&req(&first)).unwrap();
     assert_eq!(exact.generate(&req(&second)).unwrap().cached_tokens, 0);
 
-    let mut longest = engine(&model, &s, true);
+    let mut longest = engine(&model, edge_model::Cpu::new(), &s, true);
     let mut config = *longest.config();
     config.reuse = ReusePolicy::Longest;
     longest = Engine::new(model.clone(), config).unwrap();
     longest.generate(&req(&first)).unwrap();
     let got = longest.generate(&req(&second)).unwrap();
     assert_eq!(got.cached_tokens, 30);
-    let want = engine(&model, &s, false).generate(&req(&second)).unwrap();
+    let want = engine(&model, edge_model::Cpu::new(), &s, false)
+        .generate(&req(&second))
+        .unwrap();
     assert_eq!(got.tokens, want.tokens);
     let (g, w) = (got.logits.unwrap(), want.logits.unwrap());
     let worst = g

@@ -3,6 +3,11 @@
 //! limits and the context's end inside an accepted run, and prefix reuse across
 //! requests; configurations that cannot work are typed errors.
 
+#[macro_use]
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use edge_core::Device;
 use edge_model::{ActivationMode, Qwen35Model};
 use edge_runtime::{Engine, EngineConfig, GenerateRequest, StopReason};
 use edge_spec::{SpecConfig, Speculator};
@@ -63,6 +68,36 @@ fn shapes() -> Vec<SpecConfig> {
         SpecConfig::tree(6, 4, 24),
     ]
 }
+
+/// On every device (the bf16 fixture with bf16 activations): a chain and two trees give
+/// plain greedy decoding's tokens, the second time from the prefix cache.
+fn speculation_is_lossless(on: Device) {
+    let host = Qwen35Model::load(&fixture("qwen35-tiny-bf16-vl"), ActivationMode::Bf16).unwrap();
+    on_device!(arc on, host, |model, backend| {
+        let engine = |spec: Option<SpecConfig>| {
+            let mut config = EngineConfig {
+                speculation: spec,
+                prefill_chunk: 16,
+                ..EngineConfig::default()
+            };
+            config.cache.max_sequences = Some(config.max_sequences);
+            Engine::with_backend(model.clone(), backend(), config).unwrap()
+        };
+        let p = prompt(1, 40);
+        let want = engine(None).generate(&request(&p, 24, &[])).unwrap();
+        for spec in [SpecConfig::linear(2), SpecConfig::tree(3, 2, 6), SpecConfig::tree(4, 3, 12)] {
+            let mut e = engine(Some(spec));
+            for round in 0..2 {
+                let got = e.generate(&request(&p, 24, &[])).unwrap();
+                assert_eq!(got.tokens, want.tokens, "{on}, {spec:?}, round {round}");
+                assert_eq!(got.cached_tokens, 40 * round);
+            }
+            e.cache().verify_refcounts().unwrap();
+        }
+    });
+}
+
+edge_core::device_test!(speculation_is_lossless);
 
 #[test]
 fn every_draft_shape_reproduces_greedy_also_from_the_prefix_cache() {
