@@ -96,3 +96,80 @@ fn synthetic_checkpoints_answer_alike() {
         }
     }
 }
+
+/// The `logits` tensor of a `score` output file.
+fn read_logits(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor("logits").unwrap();
+    (t.data().chunks_exact(4))
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// `score`'s logits and MTP logits on `device` (bf16 activations) with `flags`.
+fn scores(dir: &Path, device: &str, flags: &[&str]) -> (Vec<f32>, Vec<f32>) {
+    let (logits, mtp) = (
+        dir.join(format!("{device}.st")),
+        dir.join(format!("{device}-mtp.st")),
+    );
+    let mut args = vec!["score", "--device", device, "--act-quant", "bf16"];
+    args.extend_from_slice(flags);
+    let (l, m) = (logits.to_str().unwrap(), mtp.to_str().unwrap());
+    args.extend_from_slice(&["--logits-out", l, "--mtp-logits-out", m]);
+    edge_llm(&args);
+    (read_logits(&logits), read_logits(&mtp))
+}
+
+/// The largest |a − b| of each row over that row's largest |a|, over all rows.
+fn row_gap(a: &[f32], b: &[f32], vocab: usize) -> f32 {
+    assert_eq!(a.len(), b.len());
+    (a.chunks(vocab).zip(b.chunks(vocab)))
+        .map(|(x, y)| {
+            let scale = x.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+            let gap = x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs()));
+            gap / scale
+        })
+        .fold(0.0, f32::max)
+}
+
+/// `score --device cuda-emu` against the CPU, both with bf16 activations: the demo model
+/// and a synthetic checkpoint with FP8 pages, the model's and the MTP head's logits
+/// within docs/NUMERICS.md's tolerance for the CUDA backend (1e-2 of each row's largest
+/// logit: bf16 activations move by one rounding step where an f32 sum crosses a
+/// rounding boundary, as the CPU's own one-pass and token-by-token prompts do).
+#[test]
+fn scores_match_the_cpu_within_the_documented_tolerance() {
+    let out = tempfile::tempdir().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/demo");
+    let synthetic = tempfile::tempdir().unwrap();
+    synthetic_bf16(synthetic.path());
+    let ids: String = (0..48)
+        .map(|i| ((i * 37 + 11) % 250).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let prompt = format!("--prompt-ids={ids}");
+    for (model, vocab, extra) in [
+        (demo.as_path(), None, &[][..]),
+        (synthetic.path(), Some(256), &["--kv-dtype", "fp8"][..]),
+    ] {
+        let mut flags = vec!["--model", model.to_str().unwrap(), prompt.as_str()];
+        flags.extend_from_slice(extra);
+        let (cpu, cpu_mtp) = scores(out.path(), "cpu", &flags);
+        let (emu, emu_mtp) = scores(out.path(), "cuda-emu", &flags);
+        let vocab = vocab.unwrap_or(cpu.len() / 48);
+        let (gap, mtp_gap) = (
+            row_gap(&cpu, &emu, vocab),
+            row_gap(&cpu_mtp, &emu_mtp, vocab),
+        );
+        println!(
+            "{}: logits gap {gap:.2e}, MTP gap {mtp_gap:.2e}",
+            model.display()
+        );
+        assert!(
+            gap < 1e-2 && mtp_gap < 1e-2,
+            "{}: {gap:e} {mtp_gap:e}",
+            model.display()
+        );
+    }
+}
