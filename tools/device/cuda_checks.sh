@@ -1,135 +1,171 @@
 #!/usr/bin/env bash
-# GPU checks of the CUDA kernels (edge-quant's and edge-model's) from prebuilt test
-# binaries.
+# The GPU check, in two short device calls, from binaries prepared on a machine with no
+# GPU (docs/CUDA.md, "The GPU check").
 #
-#   tools/device/cuda_checks.sh prepare   # on the build machine (no GPU needed)
-#   tools/device/cuda_checks.sh run       # on the GPU machine, from the repository root
+#   tools/device/cuda_checks.sh prepare       # here: build, warm the PTX cache, pack
+#   tools/device/cuda_checks.sh correctness   # device call 1 (carry [".device"]), ≤ 4 min
+#   tools/device/cuda_checks.sh performance   # device call 2 (carry [".device"]), ≤ 5 min
 #
-# prepare: builds with `--features cuda` the release test binaries of
-#   crates/edge-quant/tests/cuda_parity.rs and cuda_tensor_core.rs and of edge-model's
-#   unit tests (its cuda:: tests), copies them (debug info stripped) to .device/bin/, and,
-#   if NVRTC is found here (NVRTC_DIR: a CUDA install root or a wheel's nvidia/cu13; else
-#   the NVRTC 13 wheels of .ci/install-cuda-wheels), compiles edge-quant's kernels for
-#   sm_80/sm_89/sm_90 into the PTX cache .device/ptx-cache, so the GPU machine needs only
-#   the driver for them (>= CUDA 13.0 for NVRTC 13's PTX). .device/ is git-ignored: carry
-#   it (device tool: carry [".device"]).
-#   It also builds the `edge-llm` binary with `--features cuda` into .device/bin/.
-# run: runs every ignored test single-threaded: edge-quant's parity and timings, the
-#   tensor-core parity and 27B sweep, the same sweep through PyTorch's bf16 matmul when
-#   python3 has torch (tools/device/torch_bf16_sweep.py), edge-model's operations and the
-#   whole model (CudaBackend) against the CPU backend, with the prompt kernels' timings
-#   (attention tiles against rows, chunked against row-by-row GDN; they compile through the
-#   machine's NVRTC), then the NVRTC compile test on its own (its failure is reported,
-#   not fatal), the embedded demo model's greedy reply on cuda:0 beside the CPU's, then
-#   the decode benchmark of a random Qwen3.6-27B-shaped NVFP4 model
-#   written on the device (`bench synth --shape qwen3.6-27b --weights nvfp4`, ≈17 GB in
-#   $SYNTH_DIR, default /tmp/edge-27b-nvfp4) against the device's copy bandwidth, and
-#   the cost of verifying token trees of 1 to 32 nodes on it (bench verify). The log
-#   goes to $OUT/cuda_checks.log when $OUT is set, else .device/.
+# prepare: builds with the `cuda` feature the release test binaries whose
+#   device-parameterised tests have a GPU variant (`name::cuda`, ignored without a GPU)
+#   and the GPU-only sweep, and the `edge-llm` binary without the embedded demo model
+#   (the checks read models/demo from the working tree, which travels anyway); warms the
+#   kernel cache with every kernel (edge-quant's and the model's) as PTX for sm_80,
+#   sm_89 and sm_90 (`edge-llm kernels warm`, NVRTC from $NVRTC_DIR or the pip wheels of
+#   .ci/install-cuda-wheels), so the GPU machine needs only a CUDA 13 driver; strips the
+#   binaries and packs them with the cache into .device/bundle.tar.xz (git-ignored). It
+#   prints the carry: the bundle plus the tracked tree, which must stay under 40 MiB.
+# correctness: unpacks the bundle, prints the GPU, the driver and where NVRTC is, runs
+#   every GPU variant (each binary under `timeout`) and prints its test lines, then the
+#   greedy tokens on the CPU and on cuda:0 (bf16 activations both) for the demo model
+#   and for a predictable bench-0.5b checkpoint quantized to NVFP4 with FP8 pages, each
+#   with "same: yes/NO". Ends with one summary line.
+# performance: the NVFP4 product sweep at 1–64 tokens (CUDA cores and tensor cores,
+#   against the copy bandwidth) beside PyTorch's bf16 matmul on the same shapes when
+#   torch is there (with the ratio), the decode of a Qwen3.6-27B-shaped NVFP4 model cut
+#   to 8 of its 64 layers (the same layers and vocabulary) as a fraction of the copy
+#   bandwidth, and tree verification at 1 to 32 nodes on it. Ends with one summary line.
+# Logs go to $OUT/cuda_checks_<call>.log when $OUT is set (the device tool's), else
+# .device/.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DEV="$ROOT/.device"
-
-# Prints a folder NVRTC is found in the way edge-core looks (as CUDA_HOME: lib64/ or
-# lib/ inside, include/ beside it), or nothing.
-find_nvrtc() {
-    if [[ -n "${NVRTC_DIR:-${NVRTC_LIB_DIR:-}}" ]]; then
-        echo "${NVRTC_DIR:-$NVRTC_LIB_DIR}"
-        return
-    fi
-    "$ROOT/.ci/install-cuda-wheels" 2>/dev/null || true
-}
+WORK="${TMPDIR:-/tmp}/edge-llm-device"
+# Test binaries: crate/test target names as cargo prints them.
+TESTS="cuda_parity cuda_tensor_core edge_model step_batch tree_verify scratch_reuse model_errors speculation batching prefix_reuse"
+PROMPT="List the Python files and count their lines"
 
 prepare() {
     cd "$ROOT"
-    local log exe
-    log=$(cargo test -p edge-quant -p edge-model --features cuda --release --no-run 2>&1) || {
-        echo "$log"
-        exit 1
-    }
-    mkdir -p "$DEV/bin"
-    cargo build -p edge-cli --features cuda --release
-    cp target/release/edge-llm "$DEV/bin/edge-llm"
-    strip --strip-debug "$DEV/bin/edge-llm" 2>/dev/null || true
-    for test in cuda_parity cuda_tensor_core edge_model; do
-        exe=$(echo "$log" | grep -oE "\([^)]*/$test-[0-9a-f]+\)" | tr -d '()' | tail -n1)
+    local log exe stage="$DEV/stage"
+    rm -rf "$stage" && mkdir -p "$stage/bin"
+    log=$(cargo test -p edge-quant -p edge-model -p edge-runtime \
+        --features edge-quant/cuda,edge-model/cuda,edge-runtime/cuda --release --no-run 2>&1) ||
+        { echo "$log"; exit 1; }
+    for test in $TESTS; do
+        exe=$(echo "$log" | grep -oE "\([^)]*/deps/$test-[0-9a-f]+\)" | tr -d '()' | tail -n1)
         [[ -n "$exe" ]] || { echo "$log"; echo "$test binary not found" >&2; exit 1; }
-        cp "$exe" "$DEV/bin/$test"
-        strip --strip-debug "$DEV/bin/$test" 2>/dev/null || true
-        echo "copied $exe -> .device/bin/$test ($(du -h "$DEV/bin/$test" | cut -f1))"
+        cp "$exe" "$stage/bin/$test"
     done
+    cargo build -p edge-cli --release --no-default-features --features cuda
+    cp target/release/edge-llm "$stage/bin/edge-llm"
+    strip "$stage"/bin/* 2>/dev/null || true
 
-    local nvrtc
-    nvrtc=$(find_nvrtc || true)
-    if [[ -n "$nvrtc" ]]; then
-        rm -rf "$DEV/ptx-cache"
-        CUDA_HOME="$nvrtc" \
-            EDGE_QUANT_PTX_CACHE="$DEV/ptx-cache" \
-            "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90
-        echo "PTX cache: $(ls "$DEV/ptx-cache" | wc -l) entries in .device/ptx-cache"
-    else
-        echo "warning: NVRTC not found here; the GPU machine must load libnvrtc itself" >&2
-    fi
+    local nvrtc="${NVRTC_DIR:-}"
+    [[ -n "$nvrtc" ]] || nvrtc=$("$ROOT/.ci/install-cuda-wheels")
+    "$stage/bin/edge-llm" kernels warm --arch sm_80,sm_89,sm_90 --nvrtc "$nvrtc" \
+        --cache "$stage/cache/edge-llm/kernels" | tail -n1
+    rm -f "$DEV/bundle.tar.xz"
+    tar -C "$stage" -cf - . | xz -T0 -6 >"$DEV/bundle.tar.xz"
+    rm -rf "$stage"
+    local bundle tree
+    bundle=$(stat -c %s "$DEV/bundle.tar.xz")
+    tree=$(git ls-files -z | xargs -0 du -cb | tail -n1 | cut -f1)
+    echo "carry: bundle $((bundle / 1024)) KiB + tracked tree $((tree / 1024)) KiB = $(((bundle + tree) / 1048576)) MiB (limit 40 MiB)"
 }
 
-run() {
-    cd "$ROOT"
-    [[ -x "$DEV/bin/cuda_parity" ]] || { echo "run '$0 prepare' first and carry .device" >&2; exit 2; }
-    local out="${OUT:-$DEV}"
-    mkdir -p "$out"
-    export EDGE_QUANT_PTX_CACHE="${EDGE_QUANT_PTX_CACHE:-$DEV/ptx-cache}"
-    export EDGE_QUANT_TEST_DATA="${EDGE_QUANT_TEST_DATA:-$ROOT/crates/edge-quant/tests/data}"
-    # libcuda comes from the driver; libnvrtc (only for architectures not in the cache)
-    # from the CUDA toolkit if there is one (edge-core also looks in /usr/local/cuda and
-    # $CUDA_HOME itself, for libnvrtc.so.13 or .so.12).
+# Unpacks the bundle and points the kernel cache at it.
+unpack() {
+    [[ -f "$DEV/bundle.tar.xz" ]] || { echo "run '$0 prepare' first and carry .device" >&2; exit 2; }
+    rm -rf "$WORK" && mkdir -p "$WORK"
+    timeout 60 tar -C "$WORK" -xJf "$DEV/bundle.tar.xz"
+    export XDG_CACHE_HOME="$WORK/cache"
     export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/nvidia/lib64:/usr/local/cuda/lib64"
-    {
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
-        echo "== parity tests and timings"
-    } 2>&1 | tee "$out/cuda_checks.log"
-    set -o pipefail
-    local status=0
-    "$DEV/bin/cuda_parity" --ignored --test-threads=1 --nocapture \
-        --skip nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
-    echo "== tensor-core parity and the 27B sweep" | tee -a "$out/cuda_checks.log"
-    "$DEV/bin/cuda_tensor_core" --ignored --test-threads=1 --nocapture 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
-    echo "== the model's operations against the CPU backend" | tee -a "$out/cuda_checks.log"
-    "$DEV/bin/edge_model" --ignored --test-threads=1 --nocapture cuda:: 2>&1 | tee -a "$out/cuda_checks.log" || status=$?
-    if python3 -c "import torch" 2>/dev/null; then
-        echo "== the same sweep through PyTorch bf16 matmul" | tee -a "$out/cuda_checks.log"
-        python3 "$ROOT/tools/device/torch_bf16_sweep.py" 2>&1 | tee -a "$out/cuda_checks.log" || true
-    fi
-    echo "== NVRTC compile test (informational)" | tee -a "$out/cuda_checks.log"
-    "$DEV/bin/cuda_parity" --ignored --exact nvrtc_compiles_every_kernel_for_sm80_sm89_sm90 \
-        2>&1 | tee -a "$out/cuda_checks.log" || echo "NVRTC compile test failed (no libnvrtc here?)" | tee -a "$out/cuda_checks.log"
-    echo "== the embedded demo model end to end: generate on cuda:0 against the CPU (bf16 activations both)" | tee -a "$out/cuda_checks.log"
-    local prompt="List the Python files and count their lines" gpu_text cpu_text
-    gpu_text=$(timeout 120 "$DEV/bin/edge-llm" generate --device cuda:0 --prompt "$prompt" 2>&1) || true
-    cpu_text=$(timeout 120 "$DEV/bin/edge-llm" generate --act-quant bf16 --prompt "$prompt" 2>&1) || true
-    { echo "cuda: $gpu_text"; echo "cpu:  $cpu_text"
-      [[ "$gpu_text" == "$cpu_text" ]] && echo "same greedy text: yes" || echo "same greedy text: NO"; } |
-        tee -a "$out/cuda_checks.log"
-    echo "== 27B-shaped NVFP4 decode (bench decode --device cuda:0)" | tee -a "$out/cuda_checks.log"
-    local synth="${SYNTH_DIR:-/tmp/edge-27b-nvfp4}"
-    [[ -f "$synth/config.json" ]] || timeout 150 "$DEV/bin/edge-llm" bench synth \
-        --shape qwen3.6-27b --weights nvfp4 --out "$synth" 2>&1 | tee -a "$out/cuda_checks.log" || true
-    timeout 240 "$DEV/bin/edge-llm" bench decode --model "$synth" --device cuda:0 \
-        --kv-dtype fp8 --prompt-tokens 256 --decode-tokens 64 --runs 3 --json 2>&1 |
-        tee -a "$out/cuda_checks.log" || echo "27B decode benchmark failed" | tee -a "$out/cuda_checks.log"
-    echo "== 27B-shaped tree verification (bench verify --device cuda:0)" | tee -a "$out/cuda_checks.log"
-    timeout 180 "$DEV/bin/edge-llm" bench verify --model "$synth" --device cuda:0 \
-        --kv-dtype fp8 --depth 256 --nodes 1,8,16,32 --steps 4 --rounds 2 --json 2>&1 |
-        tee -a "$out/cuda_checks.log" || echo "27B verify benchmark failed" | tee -a "$out/cuda_checks.log"
-    echo "== parity status: $status" | tee -a "$out/cuda_checks.log"
-    return "$status"
+    BIN="$WORK/bin"
 }
 
-case "${1:-run}" in
+# The "tokens" array of `generate --json` output.
+tokens_of() { grep -oE '"tokens": ?\[[^]]*\]' <<<"$1" | head -n1 | tr -d ' '; }
+
+# Prints the CPU's and cuda:0's greedy tokens for `generate` with the given flags and
+# whether they are the same; returns 1 when they differ.
+same_tokens() {
+    local what=$1 cpu gpu
+    shift
+    cpu=$(tokens_of "$(timeout 120 "$BIN/edge-llm" generate --device cpu --act-quant bf16 --json "$@" 2>&1 || true)")
+    gpu=$(tokens_of "$(timeout 120 "$BIN/edge-llm" generate --device cuda:0 --json "$@" 2>&1 || true)")
+    echo "$what"
+    echo "  cpu:     $cpu"
+    echo "  cuda:0:  $gpu"
+    if [[ -n "$cpu" && "$cpu" == "$gpu" ]]; then echo "  same: yes"; else echo "  same: NO"; return 1; fi
+}
+
+correctness() {
+    cd "$ROOT"
+    local t0=$SECONDS passed=0 failed=0 same=0 differ=0 line
+    unpack
+    echo "== GPU and driver"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "nvidia-smi failed"
+    echo "NVRTC: $(ls /usr/local/cuda/lib64/libnvrtc.so* 2>/dev/null | head -n1 || true)" \
+        "(not needed for sm_80/89/90: the PTX cache is warm)"
+    local out
+    for test in $TESTS; do
+        echo "== $test: GPU variants"
+        out=$(timeout 90 "$BIN/$test" --ignored --test-threads=1 ::cuda 2>&1) || true
+        grep -E "^test .* \.\.\. |panicked" <<<"$out" || true
+        line=$(grep -E "^test result" <<<"$out" || true)
+        if [[ "$line" =~ ([0-9]+)\ passed\;\ ([0-9]+)\ failed ]]; then
+            echo "$line"
+            passed=$((passed + BASH_REMATCH[1]))
+            failed=$((failed + BASH_REMATCH[2]))
+        else
+            echo "no test result (timed out or crashed)"
+            failed=$((failed + 1))
+        fi
+    done
+    echo "== greedy tokens, CPU against cuda:0 (bf16 activations both)"
+    if same_tokens "demo model" --model models/demo --prompt "$PROMPT" --max-new-tokens 48; then
+        same=$((same + 1)); else differ=$((differ + 1)); fi
+    local synth="$WORK/bench-nvfp4"
+    timeout 90 "$BIN/edge-llm" bench synth --out "$WORK/bench-bf16" --predictable >/dev/null 2>&1 &&
+        timeout 90 "$BIN/edge-llm" quantize --model "$WORK/bench-bf16" --out "$synth" --format nvfp4 >/dev/null 2>&1 ||
+        echo "could not write the NVFP4 checkpoint"
+    if same_tokens "predictable bench-0.5b, NVFP4 (ModelOpt layout), FP8 pages" --model "$synth" \
+        --prompt-ids 5,9,13,200,17,3,77,78,79,80,81,12 --max-new-tokens 32 --kv-dtype fp8; then
+        same=$((same + 1)); else differ=$((differ + 1)); fi
+    echo "correctness: $passed passed, $failed failed; greedy tokens same: $same of $((same + differ)); $((SECONDS - t0)) s"
+    [[ $failed -eq 0 && $differ -eq 0 ]]
+}
+
+performance() {
+    cd "$ROOT"
+    local t0=$SECONDS ours="$WORK/sweep.txt" theirs="$WORK/torch.txt" synth="$WORK/qwen27b-8"
+    unpack
+    echo "== NVFP4 products over 16 Qwen3.6-27B MLP matrices, 1-64 tokens"
+    timeout 120 "$BIN/cuda_tensor_core" --ignored --exact nvfp4_mlp_sweep_27b --nocapture 2>&1 | tee "$ours" || true
+    if timeout 20 python3 -c "import torch" 2>/dev/null; then
+        echo "== the same shapes through PyTorch's bf16 matmul (cuBLAS)"
+        timeout 90 python3 tools/device/torch_bf16_sweep.py 2>&1 | tee "$theirs" || true
+        echo "tokens | edge-llm best µs | cuBLAS bf16 µs | ratio (cuBLAS / edge-llm)"
+        awk 'FNR == NR && $2 == "|" && $1 ~ /^[0-9]+$/ { best[$1] = ($3 < $6 ? $3 : $6); next }
+             $2 == "|" && $1 in best { printf "%6d | %16.0f | %14.0f | %.2f\n", $1, best[$1], $3, $3 / best[$1] }' \
+            "$ours" "$theirs"
+    else
+        echo "(no torch here: no cuBLAS baseline)"
+    fi
+    echo "== decode of a Qwen3.6-27B-shaped NVFP4 model, 8 of 64 layers, FP8 pages"
+    timeout 120 "$BIN/edge-llm" bench synth --shape qwen3.6-27b --weights nvfp4 --layers 8 --out "$synth" ||
+        echo "could not write the 27B-shaped checkpoint"
+    timeout 120 "$BIN/edge-llm" bench decode --model "$synth" --device cuda:0 --kv-dtype fp8 \
+        --prompt-tokens 256 --decode-tokens 64 --runs 3 --json 2>&1 || echo "decode benchmark failed"
+    echo "== tree verification at 1-32 nodes on it"
+    timeout 90 "$BIN/edge-llm" bench verify --model "$synth" --device cuda:0 --kv-dtype fp8 \
+        --depth 256 --nodes 1,8,16,32 --steps 4 --rounds 2 --json 2>&1 || echo "verify benchmark failed"
+    echo "performance: done in $((SECONDS - t0)) s"
+}
+
+call="${1:-}"
+case "$call" in
 prepare) prepare ;;
-run) run ;;
+correctness | performance)
+    log="${OUT:-$DEV}/cuda_checks_$call.log"
+    mkdir -p "$(dirname "$log")"
+    "$call" 2>&1 | tee "$log"
+    exit "${PIPESTATUS[0]}"
+    ;;
 *)
-    echo "usage: $0 prepare|run" >&2
+    echo "usage: $0 prepare|correctness|performance" >&2
     exit 2
     ;;
 esac

@@ -94,6 +94,11 @@ pub struct SynthArgs {
     /// random NVFP4: no bf16 model is ever built).
     #[arg(long, value_enum, default_value_t = SynthWeights::Bf16)]
     pub weights: SynthWeights,
+    /// Decoder layers, in place of the shape's own count (the layer pattern repeats):
+    /// the same layers and vocabulary, written and read in a fraction of the time (the
+    /// device check's 27B decode uses 8 of 64).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub layers: Option<u64>,
 }
 
 /// `bench synth --shape`.
@@ -120,10 +125,13 @@ pub enum SynthWeights {
 pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Synth(a) => {
-            let config = match a.shape {
+            let mut config = match a.shape {
                 SynthShape::Bench0p5b => bench_0p5b_config(),
                 SynthShape::Qwen36_27b => qwen36_27b_config(),
             };
+            if let Some(layers) = a.layers {
+                config["num_hidden_layers"] = layers.into();
+            }
             match (a.weights, a.predictable) {
                 (SynthWeights::Bf16, false) => {
                     write_random_checkpoint(&a.out, &config, SyntheticDType::Bf16, a.seed)?

@@ -1,5 +1,6 @@
 //! `edge-llm kernels check`: compiles every registered kernel with NVRTC for each
 //! architecture, so a kernel that does not compile fails CI on a machine with no GPU.
+//! `edge-llm kernels warm`: the same to PTX into the kernel cache, for a GPU machine.
 
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
@@ -15,6 +16,25 @@ pub enum KernelsCommand {
     /// Compile every kernel with NVRTC for each architecture (to cubin), one line per
     /// kernel and architecture; exits non-zero if any fails.
     Check(CheckArgs),
+    /// Compile every kernel to PTX for each architecture into the kernel cache that
+    /// `--device cuda:N` loads from, so that a GPU machine needs only the driver (its
+    /// driver must be as new as this NVRTC: CUDA 13 for NVRTC 13).
+    Warm(WarmArgs),
+}
+
+/// Flags of `kernels warm`.
+#[derive(Args, Debug)]
+pub struct WarmArgs {
+    /// Architectures, comma-separated (`sm_XY`).
+    #[arg(long, value_delimiter = ',', default_value = "sm_80,sm_89,sm_90")]
+    pub arch: Vec<String>,
+    /// Where NVRTC is (as for `kernels check`).
+    #[arg(long, value_name = "DIR")]
+    pub nvrtc: Option<PathBuf>,
+    /// The cache folder. Default: the one `--device cuda:N` uses,
+    /// `$XDG_CACHE_HOME/edge-llm/kernels` (or `~/.cache/edge-llm/kernels`).
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 /// Flags of `kernels check`.
@@ -34,6 +54,7 @@ pub struct CheckArgs {
 pub fn run(command: KernelsCommand) -> Result<(), CliError> {
     match command {
         KernelsCommand::Check(args) => check(args),
+        KernelsCommand::Warm(args) => warm(args),
     }
 }
 
@@ -42,23 +63,74 @@ fn check(_: CheckArgs) -> Result<(), CliError> {
     Err(CliError::NoCuda("kernels check"))
 }
 
-#[cfg(feature = "cuda")]
-fn check(args: CheckArgs) -> Result<(), CliError> {
-    use edge_core::CoreError;
-    use edge_core::cuda::{CompileTarget, ComputeCapability, Nvrtc, NvrtcLocation};
-    use std::time::Instant;
+#[cfg(not(feature = "cuda"))]
+fn warm(_: WarmArgs) -> Result<(), CliError> {
+    Err(CliError::NoCuda("kernels warm"))
+}
 
-    let archs = args
-        .arch
+/// The architectures of an `--arch` list.
+#[cfg(feature = "cuda")]
+fn parse_archs(names: &[String]) -> Result<Vec<edge_core::cuda::ComputeCapability>, CliError> {
+    let archs = names
         .iter()
         .map(|a| {
-            ComputeCapability::from_sm_name(a.trim())
+            edge_core::cuda::ComputeCapability::from_sm_name(a.trim())
                 .ok_or_else(|| CliError::Usage(format!("`{a}` in --arch is not an sm_XY name")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     if archs.is_empty() {
         return Err(CliError::Usage("--arch names no architecture".into()));
     }
+    Ok(archs)
+}
+
+#[cfg(feature = "cuda")]
+fn warm(args: WarmArgs) -> Result<(), CliError> {
+    use edge_core::cuda::{KernelCache, NvrtcLocation};
+    use std::time::Instant;
+
+    let archs = parse_archs(&args.arch)?;
+    let dir = args
+        .cache
+        .or_else(KernelCache::user_default_dir)
+        .ok_or_else(|| CliError::Usage("no cache folder: give --cache DIR".into()))?;
+    let location = args
+        .nvrtc
+        .map_or(NvrtcLocation::Conventional, NvrtcLocation::Dir);
+    let cache = KernelCache::in_dir(&dir).with_nvrtc(location);
+    let sources = edge_model::kernel_sources::all_kernel_sources();
+    let start = Instant::now();
+    for source in &sources {
+        for &arch in &archs {
+            let t = Instant::now();
+            let ptx = cache.ptx(source, arch)?;
+            println!(
+                "ok    {:<28}  {:<6}  ptx  {:6.0} ms  {:7.1} KiB",
+                source.name,
+                arch.sm_name(),
+                t.elapsed().as_secs_f64() * 1e3,
+                ptx.len() as f64 / 1024.0
+            );
+        }
+    }
+    println!(
+        "kernels warm: {} entries ({} kernels x {} architectures) in {} in {:.1} s",
+        sources.len() * archs.len(),
+        sources.len(),
+        archs.len(),
+        dir.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(feature = "cuda")]
+fn check(args: CheckArgs) -> Result<(), CliError> {
+    use edge_core::CoreError;
+    use edge_core::cuda::{CompileTarget, Nvrtc, NvrtcLocation};
+    use std::time::Instant;
+
+    let archs = parse_archs(&args.arch)?;
     let location = args
         .nvrtc
         .map_or(NvrtcLocation::Conventional, NvrtcLocation::Dir);

@@ -11,9 +11,12 @@ use edge_core::Device;
 use edge_core::cuda::{CudaDevice, KernelCache};
 use std::sync::Arc;
 
-/// The CUDA device a device-parameterised test runs on (`device_test!`).
+/// The CUDA device a device-parameterised test runs on (`device_test!`), on a GPU with
+/// the CLI's kernel cache (`edge-llm kernels warm` fills it).
 pub(super) fn device(on: Device) -> Arc<CudaDevice> {
-    let cache = KernelCache::in_dir(std::env::temp_dir().join("edge-model-ptx-cache"));
+    let dir = KernelCache::user_default_dir()
+        .unwrap_or_else(|| std::env::temp_dir().join("edge-model-ptx-cache"));
+    let cache = KernelCache::in_dir(dir);
     CudaDevice::open(on, &super::HOST_KERNEL_TABLES, cache).expect("open the CUDA device")
 }
 

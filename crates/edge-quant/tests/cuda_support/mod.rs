@@ -18,13 +18,15 @@ pub fn device(on: Device) -> Arc<CudaDevice> {
     }
 }
 
-/// cuda:0 with the PTX cache in `EDGE_QUANT_PTX_CACHE` (default: a temp-dir folder).
+/// cuda:0 with the PTX cache in `EDGE_QUANT_PTX_CACHE`, else the CLI's kernel cache
+/// (`edge-llm kernels warm` fills it), else a temp-dir folder.
 pub fn gpu() -> Arc<CudaDevice> {
     static DEVICE: OnceLock<Arc<CudaDevice>> = OnceLock::new();
     DEVICE
         .get_or_init(|| {
             let dir = std::env::var_os("EDGE_QUANT_PTX_CACHE")
                 .map(PathBuf::from)
+                .or_else(KernelCache::user_default_dir)
                 .unwrap_or_else(|| std::env::temp_dir().join("edge-quant-ptx-cache"));
             let dev = CudaDevice::new(0, KernelCache::in_dir(dir)).expect("open cuda:0");
             println!("device: {dev:?}");
