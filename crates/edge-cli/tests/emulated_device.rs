@@ -133,8 +133,8 @@ fn row_gap(a: &[f32], b: &[f32], vocab: usize) -> f32 {
         .fold(0.0, f32::max)
 }
 
-/// `score --device cuda-emu` against the CPU, both with bf16 activations: the demo model
-/// and a synthetic checkpoint with FP8 pages, the model's and the MTP head's logits
+/// `score --device cuda-emu` against the CPU, both with bf16 activations: the demo model,
+/// a synthetic checkpoint with FP8 pages and its ModelOpt NVFP4 export, the model's and the MTP head's logits
 /// within docs/NUMERICS.md's tolerance for the CUDA backend (1e-2 of each row's largest
 /// logit: bf16 activations move by one rounding step where an f32 sum crosses a
 /// rounding boundary, as the CPU's own one-pass and token-by-token prompts do).
@@ -144,6 +144,14 @@ fn scores_match_the_cpu_within_the_documented_tolerance() {
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/demo");
     let synthetic = tempfile::tempdir().unwrap();
     synthetic_bf16(synthetic.path());
+    let nvfp4 = tempfile::tempdir().unwrap();
+    let (bf16_dir, nvfp4_dir) = (
+        synthetic.path().to_str().unwrap(),
+        nvfp4.path().to_str().unwrap(),
+    );
+    edge_llm(&[
+        "quantize", "--model", bf16_dir, "--out", nvfp4_dir, "--format", "nvfp4",
+    ]);
     let ids: String = (0..48)
         .map(|i| ((i * 37 + 11) % 250).to_string())
         .collect::<Vec<_>>()
@@ -152,6 +160,7 @@ fn scores_match_the_cpu_within_the_documented_tolerance() {
     for (model, vocab, extra) in [
         (demo.as_path(), None, &[][..]),
         (synthetic.path(), Some(256), &["--kv-dtype", "fp8"][..]),
+        (nvfp4.path(), Some(256), &[][..]),
     ] {
         let mut flags = vec!["--model", model.to_str().unwrap(), prompt.as_str()];
         flags.extend_from_slice(extra);
