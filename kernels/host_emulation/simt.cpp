@@ -30,8 +30,11 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-#if !(defined(__x86_64__) && defined(__linux__))
+// Elsewhere, or when built with -DEQ_SIMT_UCONTEXT (to test that path on x86-64).
+#if !(defined(__x86_64__) && defined(__linux__)) && !defined(EQ_SIMT_UCONTEXT)
 #define EQ_SIMT_UCONTEXT 1
+#endif
+#ifdef EQ_SIMT_UCONTEXT
 #include <ucontext.h>
 #endif
 
