@@ -38,7 +38,10 @@ impl<'a> ColumnBand<'a> {
         ranges
             .into_iter()
             .map(|cols| {
-                assert!(end <= cols.start && cols.start <= cols.end && cols.end <= width);
+                assert!(
+                    end <= cols.start && cols.start <= cols.end && cols.end <= width,
+                    "column bands must be ordered, disjoint and inside the row"
+                );
                 end = cols.end;
                 ColumnBand {
                     ptr,
@@ -98,7 +101,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "column bands must be ordered, disjoint and inside the row")]
     fn overlapping_bands_are_refused() {
         let mut m = vec![0.0f32; 8];
         ColumnBand::split(&mut m, 4, [0..3, 2..4]);
