@@ -17,7 +17,7 @@ pub struct RequestsJob<'a> {
     pub prompts: &'a PromptBuilder<'a>,
     /// Decodes replies (and prompts, for constraints).
     pub tokenizer: Option<&'a Tokenizer>,
-    /// Constrains tool calls (`--constrain-tool-calls`).
+    /// Keeps tool calls inside the offered tools' schemas (`--tool-calls`).
     pub constrainer: Option<&'a Constrainer>,
 }
 
