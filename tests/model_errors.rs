@@ -11,17 +11,27 @@ use edge_model::{
     ActivationMode, Backend, Cpu, LogitRows, ModelError, Qwen35Model, Session, StepBatch,
 };
 use safetensors::{Dtype, SafeTensors};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn tiny_config() -> serde_json::Value {
     edge_model::synthetic::tiny_config(40)
 }
 
-fn make(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("edge-model-err-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    write_random_checkpoint(&d, &tiny_config(), SyntheticDType::F32, 3).unwrap();
-    d
+/// A test's own checkpoint folder, removed when it drops.
+struct Checkpoint(tempfile::TempDir);
+
+impl std::ops::Deref for Checkpoint {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+fn make() -> Checkpoint {
+    let d = tempfile::tempdir().unwrap();
+    write_random_checkpoint(d.path(), &tiny_config(), SyntheticDType::F32, 3).unwrap();
+    Checkpoint(d)
 }
 
 /// Rewrites `model.safetensors`, letting `edit` change each tensor (None drops it).
@@ -57,7 +67,7 @@ fn load_err(dir: &Path) -> ModelError {
 
 #[test]
 fn valid_synthetic_checkpoint_loads_and_runs() {
-    let d = make("ok");
+    let d = make();
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
     let mut session = Session::new(&m, CacheConfig::default()).unwrap();
     let out = session.forward(&[1, 2, 3], LogitRows::All).unwrap();
@@ -67,7 +77,7 @@ fn valid_synthetic_checkpoint_loads_and_runs() {
 
 #[test]
 fn missing_tensor_is_named() {
-    let d = make("missing");
+    let d = make();
     rewrite(&d, |n, dt, s, b| {
         (n != "model.layers.2.linear_attn.A_log").then_some((dt, s, b))
     });
@@ -80,7 +90,7 @@ fn missing_tensor_is_named() {
 
 #[test]
 fn wrong_shape_is_named() {
-    let d = make("shape");
+    let d = make();
     rewrite(&d, |n, dt, s, b| {
         if n == "model.layers.3.self_attn.k_proj.weight" {
             Some((dt, vec![s[1], s[0]], b))
@@ -99,7 +109,7 @@ fn wrong_shape_is_named() {
 
 #[test]
 fn wrong_dtype_is_named() {
-    let d = make("dtype");
+    let d = make();
     rewrite(&d, |n, dt, s, b| {
         if n == "model.norm.weight" {
             let n = b.len() / 4;
@@ -117,7 +127,7 @@ fn wrong_dtype_is_named() {
 
 #[test]
 fn nvfp4_scale_with_wrong_dtype_is_named() {
-    let d = make("nvfp4");
+    let d = make();
     rewrite(&d, |n, dt, s, b| {
         if n == "model.layers.0.mlp.down_proj.weight" {
             // Pretend it is NVFP4 codes, but give the block scales as f32.
@@ -163,7 +173,7 @@ fn nvfp4_scale_with_wrong_dtype_is_named() {
 
 #[test]
 fn truncated_file_is_a_checkpoint_error() {
-    let d = make("trunc");
+    let d = make();
     let path = d.join("model.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -172,7 +182,7 @@ fn truncated_file_is_a_checkpoint_error() {
 
 #[test]
 fn bad_requests_leave_state_untouched() {
-    let d = make("requests");
+    let d = make();
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
     let mut session = Session::new(&m, CacheConfig::default()).unwrap();
     session.forward(&[1, 2, 3], LogitRows::Last).unwrap();
@@ -215,7 +225,7 @@ fn bad_requests_leave_state_untouched() {
 
 #[test]
 fn a_budget_too_small_is_a_typed_error_that_changes_nothing() {
-    let d = make("budget");
+    let d = make();
     let m = Qwen35Model::load(&d, ActivationMode::None).unwrap();
     let mut config = CacheConfig {
         block_size: 4,
@@ -243,7 +253,7 @@ fn a_budget_too_small_is_a_typed_error_that_changes_nothing() {
 
 #[test]
 fn missing_config_and_bad_json_are_errors() {
-    let d = make("cfg");
+    let d = make();
     std::fs::write(d.join("config.json"), "{ not json").unwrap();
     assert!(matches!(load_err(&d), ModelError::Json { .. }));
     std::fs::remove_file(d.join("config.json")).unwrap();
