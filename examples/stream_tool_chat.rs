@@ -93,27 +93,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..GenerateRequest::default()
     })?;
 
-    // Tokens become text (decoding everything so far, so a character split over two
-    // tokens comes out whole), and text becomes reasoning, content and tool calls.
+    // Tokens become text (the streaming detokenizer holds a character split over two
+    // tokens back until it is whole), and text becomes reasoning, content and tool calls.
     let format = template.tool_call_format().unwrap_or(ToolCallFormat::Xml);
     let mut parser = ToolCallParser::new(format, tools, prompt_opens_reasoning(&text));
-    let (mut tokens, mut shown) = (Vec::new(), 0);
+    let mut detokenizer = tokenizer.text_stream();
     let mut out = std::io::stdout();
     for event in stream {
         match event {
             Event::Token { id: t, .. } => {
-                if !stop_tokens.contains(&t) {
-                    tokens.push(t);
-                }
-                let text = tokenizer.decode(&tokens)?;
-                // Wait while the text ends in an incomplete character.
-                if text.ends_with('\u{fffd}') || text.len() <= shown {
+                if stop_tokens.contains(&t) {
                     continue;
                 }
-                for delta in parser.push(&text[shown..]) {
-                    print_delta(&mut out, delta)?;
+                if let Some(piece) = detokenizer.push(t)? {
+                    for delta in parser.push(&piece) {
+                        print_delta(&mut out, delta)?;
+                    }
                 }
-                shown = text.len();
             }
             Event::Finished(result) => {
                 let result = result?;

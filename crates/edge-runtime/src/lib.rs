@@ -25,4 +25,4 @@ pub use engine::{
     GenerateRequest, RequestId, ReusePolicy, StopReason,
 };
 pub use sampling::{Sampler, SamplingParams, argmax};
-pub use tokenizer::Tokenizer;
+pub use tokenizer::{TextStream, Tokenizer};

@@ -68,6 +68,18 @@ impl Tokenizer {
             .map_err(|e| RuntimeError::Tokenizer(format!("decoding failed: {e}")))
     }
 
+    /// A streaming detokenizer over this tokenizer: feed it the ids of a reply one at a
+    /// time and it returns each new piece of text once it is whole (a character split
+    /// over several tokens comes out when its last byte arrives), keeping special
+    /// tokens visible as [`Tokenizer::decode`] does. The pieces concatenate to the
+    /// decode of all the ids. Built on `tokenizers`' own `DecodeStream`, so each step
+    /// decodes a few tokens, not the whole reply.
+    pub fn text_stream(&self) -> TextStream<'_> {
+        TextStream {
+            inner: self.inner.decode_stream(false),
+        }
+    }
+
     /// The id of a token string, if it is in the vocabulary.
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)
@@ -133,4 +145,66 @@ fn byte_level_symbols() -> Vec<Option<u8>> {
         table[symbol] = Some(b);
     }
     table
+}
+
+/// A reply's text, token by token ([`Tokenizer::text_stream`]).
+pub struct TextStream<'a> {
+    inner: tokenizers::DecodeStream<
+        'a,
+        tokenizers::ModelWrapper,
+        tokenizers::NormalizerWrapper,
+        tokenizers::PreTokenizerWrapper,
+        tokenizers::PostProcessorWrapper,
+        tokenizers::DecoderWrapper,
+    >,
+}
+
+impl std::fmt::Debug for TextStream<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextStream")
+    }
+}
+
+impl TextStream<'_> {
+    /// Takes the next id: the text it completes, or `None` while a character is still
+    /// incomplete.
+    pub fn push(&mut self, id: u32) -> Result<Option<String>> {
+        self.inner
+            .step(id)
+            .map_err(|e| RuntimeError::Tokenizer(format!("decoding failed: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The demo model's byte-level tokenizer: one token a byte, so a non-ASCII character
+    /// spans several tokens.
+    fn demo() -> Tokenizer {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models/demo/tokenizer.json");
+        Tokenizer::from_file(&path).unwrap()
+    }
+
+    #[test]
+    fn the_text_stream_holds_split_characters_and_adds_up_to_the_decode() {
+        let t = demo();
+        let text = "naïve → 数据 <tool_call>\nok ✓";
+        let ids = t.encode(text).unwrap();
+        let mut stream = t.text_stream();
+        let (mut joined, mut pieces) = (String::new(), 0);
+        for &id in &ids {
+            if let Some(piece) = stream.push(id).unwrap() {
+                assert!(
+                    !piece.contains('\u{fffd}'),
+                    "a split character leaked: {piece:?}"
+                );
+                joined.push_str(&piece);
+                pieces += 1;
+            }
+        }
+        assert_eq!(joined, t.decode(&ids).unwrap());
+        assert_eq!(joined, text);
+        assert!(pieces < ids.len(), "multi-byte characters come out whole");
+    }
 }

@@ -215,7 +215,8 @@ pub fn run(
     };
     let started = Instant::now();
     let mut last: Option<Instant> = None;
-    let (mut tokens, mut generated, mut shown, mut text) = (Vec::new(), 0, 0, String::new());
+    let (mut detokenizer, mut generated, mut shown, mut text) =
+        (inner.tokenizer.text_stream(), 0, 0, String::new());
     for event in stream {
         match event {
             Event::Token { id: t, logprob } => {
@@ -234,21 +235,14 @@ pub fn run(
                 {
                     return;
                 }
-                tokens.push(t);
-                text = match inner.tokenizer.decode(&tokens) {
-                    Ok(t) => t,
+                // Nothing new while a character is still incomplete.
+                match detokenizer.push(t) {
+                    Ok(Some(piece)) => text.push_str(&piece),
+                    Ok(None) => continue,
                     Err(e) => {
                         send(Piece::Error(e.into()));
                         return;
                     }
-                };
-                // Wait while the text ends in an incomplete character (or, should a
-                // decoder ever rewrite earlier text, while `shown` splits a character).
-                if text.ends_with('\u{fffd}')
-                    || text.len() <= shown
-                    || !text.is_char_boundary(shown)
-                {
-                    continue;
                 }
                 let (end, hit) = stop_cut(&text, shown, stops);
                 if end > shown && !send_all(split.push(&text[shown..end])) {
