@@ -80,7 +80,13 @@ mod tests {
             assert_eq!(d.to_string().parse::<Device>().unwrap(), d);
         }
         assert_eq!("cuda".parse::<Device>().unwrap(), Device::Cuda(0));
-        assert!("gpu".parse::<Device>().is_err());
-        assert!("cuda:x".parse::<Device>().is_err());
+        assert!(matches!(
+            "gpu".parse::<Device>(),
+            Err(crate::CoreError::DeviceUnavailable(_))
+        ));
+        assert!(matches!(
+            "cuda:x".parse::<Device>(),
+            Err(crate::CoreError::DeviceUnavailable(_))
+        ));
     }
 }

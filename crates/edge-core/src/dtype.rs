@@ -126,6 +126,9 @@ mod tests {
                 assert_eq!(DType::from_safetensors_name(name).unwrap(), d);
             }
         }
-        assert!(DType::from_safetensors_name("F4").is_err());
+        assert!(matches!(
+            DType::from_safetensors_name("F4"),
+            Err(crate::CoreError::UnknownDType(_))
+        ));
     }
 }

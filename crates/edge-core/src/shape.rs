@@ -82,8 +82,14 @@ mod tests {
         assert_eq!(s.elements(), 12);
         assert_eq!(s.as_matrix(), Some((3, 4)));
         assert!(s.expect("t", &[3, 4]).is_ok());
-        assert!(s.expect("t", &[4, 3]).is_err());
+        assert!(matches!(
+            s.expect("t", &[4, 3]),
+            Err(crate::CoreError::ShapeMismatch { .. })
+        ));
         assert_eq!(Shape::scalar().elements(), 1);
-        assert!(Shape::new([usize::MAX, 2]).is_err());
+        assert!(matches!(
+            Shape::new([usize::MAX, 2]),
+            Err(crate::CoreError::InvalidShape { .. })
+        ));
     }
 }

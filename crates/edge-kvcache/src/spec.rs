@@ -261,12 +261,15 @@ mod tests {
         let mut s = spec(KvDType::Fp8E4M3);
         s.validate().unwrap();
         s.attention[1].v_scale = 0.0;
-        assert!(s.validate().is_err());
+        assert!(matches!(s.validate(), Err(crate::KvCacheError::Config(_))));
         let mut s = spec(KvDType::F32);
         s.block_size = 0;
-        assert!(s.validate().is_err());
+        assert!(matches!(s.validate(), Err(crate::KvCacheError::Config(_))));
         assert_eq!("fp8".parse::<KvDType>().unwrap(), KvDType::Fp8E4M3);
-        assert!("int4".parse::<KvDType>().is_err());
+        assert!(matches!(
+            "int4".parse::<KvDType>(),
+            Err(crate::KvCacheError::Config(_))
+        ));
     }
 
     #[test]

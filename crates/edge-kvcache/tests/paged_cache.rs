@@ -310,8 +310,14 @@ fn over_budget_errors_name_the_sizes() {
     assert_eq!(cache.usage().total(), 0);
     let seq = cache.new_sequence(8).unwrap();
     cache.prepare_rows(seq, 0..8).unwrap();
-    assert!(cache.prepare_rows(seq, 8..20).is_err());
-    assert!(cache.prepare_rows(seq, 30..31).is_err());
+    assert!(matches!(
+        cache.prepare_rows(seq, 8..20),
+        Err(edge_kvcache::KvCacheError::OverBudget { .. })
+    ));
+    assert!(matches!(
+        cache.prepare_rows(seq, 30..31),
+        Err(edge_kvcache::KvCacheError::Rows { .. })
+    ));
 }
 
 /// A sequence past `max_sequences` is a typed error that takes nothing; releasing one

@@ -124,8 +124,14 @@ mod tests {
         assert_eq!(KvScales::default(), KvScales::UNIT);
         let s = KvScales::from_checkpoint(Some(0.5), None).unwrap();
         assert_eq!((s.k_scale, s.v_scale), (0.5, 1.0));
-        assert!(KvScales::from_checkpoint(Some(0.0), None).is_err());
-        assert!(KvScales::new(1.0, f32::NAN).is_err());
+        assert!(matches!(
+            KvScales::from_checkpoint(Some(0.0), None),
+            Err(crate::QuantError::InvalidScale { .. })
+        ));
+        assert!(matches!(
+            KvScales::new(1.0, f32::NAN),
+            Err(crate::QuantError::InvalidScale { .. })
+        ));
         assert_eq!(KvScales::from_legacy(2.0).unwrap().v_scale, 2.0);
         let a = KvScales::from_amax(448.0, 0.0).unwrap();
         assert_eq!((a.k_scale, a.v_scale), (1.0, 1.0));
@@ -133,7 +139,10 @@ mod tests {
             KvScales::from_amax(0.576, 1.0).unwrap().k_scale,
             0.576 / 448.0
         );
-        assert!(KvScales::from_amax(-1.0, 1.0).is_err());
+        assert!(matches!(
+            KvScales::from_amax(-1.0, 1.0),
+            Err(crate::QuantError::InvalidScale { .. })
+        ));
     }
 
     #[test]
@@ -146,8 +155,17 @@ mod tests {
         dequantize_kv(&q, 0.5, &mut back).unwrap();
         assert_eq!(&back[..5], &[0.0, 1.0, -2.5, 224.0, -224.0]);
         assert!(back[5].is_nan());
-        assert!(quantize_kv(&x, 0.0, &mut q).is_err());
-        assert!(quantize_kv(&x, 1.0, &mut q[..5]).is_err());
-        assert!(dequantize_kv(&q, f32::INFINITY, &mut back).is_err());
+        assert!(matches!(
+            quantize_kv(&x, 0.0, &mut q),
+            Err(crate::QuantError::InvalidScale { .. })
+        ));
+        assert!(matches!(
+            quantize_kv(&x, 1.0, &mut q[..5]),
+            Err(crate::QuantError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            dequantize_kv(&q, f32::INFINITY, &mut back),
+            Err(crate::QuantError::InvalidScale { .. })
+        ));
     }
 }
