@@ -239,7 +239,10 @@ fn malformed_trees_and_paths_are_errors_that_change_nothing() {
     let mut too_big = StepBatch::new();
     let parents: Vec<Option<u32>> = (0..65u32).map(|i| i.checked_sub(1)).collect();
     too_big.push_tree(seq, &vec![1; 65], &parents, 30, LogitRows::None);
-    assert!(model.forward(&mut cpu, &too_big, &mut c).is_err());
+    assert!(matches!(
+        model.forward(&mut cpu, &too_big, &mut c),
+        Err(edge_model::ModelError::InvalidInput(_))
+    ));
 
     let mut batch = StepBatch::new();
     batch.push_tree(seq, &TOKENS, &PARENTS, 30, LogitRows::All);

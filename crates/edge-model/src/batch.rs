@@ -380,10 +380,19 @@ mod tests {
         );
         let mut twice = StepBatch::single(a, &[1], 0, LogitRows::Last);
         twice.push(a, &[1], 1, LogitRows::Last);
-        assert!(twice.validate(16, 100, true).is_err());
-        assert!(StepBatch::new().validate(16, 100, true).is_err());
+        assert!(matches!(
+            twice.validate(16, 100, true),
+            Err(crate::ModelError::InvalidInput(_))
+        ));
+        assert!(matches!(
+            StepBatch::new().validate(16, 100, true),
+            Err(crate::ModelError::InvalidInput(_))
+        ));
         let mut tree = StepBatch::single(a, &[1, 2, 3], 0, LogitRows::All);
         tree.parents[2] = Some(0);
-        assert!(tree.validate(16, 100, true).is_err());
+        assert!(matches!(
+            tree.validate(16, 100, true),
+            Err(crate::ModelError::InvalidInput(_))
+        ));
     }
 }

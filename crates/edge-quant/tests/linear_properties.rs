@@ -515,7 +515,13 @@ fn shared_forward_equals_per_layer_forward() {
         let mut short = vec![0.0f32; 3];
         let mut outs: Vec<&mut [f32]> = vec![short.as_mut_slice()];
         let x = vec![0.0f32; inp];
-        assert!(Linear::forward_shared(&refs[..1], &x, 1, &mut outs).is_err());
-        assert!(Linear::forward_shared(&refs, &x, 1, &mut outs).is_err());
+        assert!(matches!(
+            Linear::forward_shared(&refs[..1], &x, 1, &mut outs),
+            Err(edge_quant::QuantError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            Linear::forward_shared(&refs, &x, 1, &mut outs),
+            Err(edge_quant::QuantError::ShapeMismatch { .. })
+        ));
     }
 }

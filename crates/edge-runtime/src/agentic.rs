@@ -266,6 +266,9 @@ mod tests {
         let e = read_trajectories(&path).unwrap_err().to_string();
         assert!(e.contains("unknown role"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
-        assert!(read_trajectories(&dir.join("missing.jsonl")).is_err());
+        assert!(matches!(
+            read_trajectories(&dir.join("missing.jsonl")),
+            Err(crate::RuntimeError::InvalidRequest(_))
+        ));
     }
 }

@@ -331,7 +331,10 @@ mod tests {
 
     #[test]
     fn errors_are_typed() {
-        assert!(ChatTemplate::new("{% for %}").is_err());
+        assert!(matches!(
+            ChatTemplate::new("{% for %}"),
+            Err(crate::RuntimeError::Template(_))
+        ));
         let t = ChatTemplate::new("{{ raise_exception('bad role') }}").unwrap();
         let e = t
             .render(&serde_json::json!([]), None, false, false)
@@ -342,6 +345,9 @@ mod tests {
             t.render(&serde_json::json!({}), None, false, false)
                 .is_err()
         );
-        assert!(ChatTemplate::from_tokenizer_config("{}").is_err());
+        assert!(matches!(
+            ChatTemplate::from_tokenizer_config("{}"),
+            Err(crate::RuntimeError::Template(_))
+        ));
     }
 }

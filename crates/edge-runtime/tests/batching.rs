@@ -331,7 +331,10 @@ fn the_builder_has_a_users_defaults_and_typed_errors() {
             .unwrap_err();
         assert!(err.to_string().contains("`cuda` feature"), "{err}");
     }
-    assert!(EngineBuilder::new("/nonexistent-model").build().is_err());
+    assert!(matches!(
+        EngineBuilder::new("/nonexistent-model").build(),
+        Err(edge_runtime::RuntimeError::Model(_))
+    ));
     let handle = EngineBuilder::new(&dir).queue(2).spawn().unwrap();
     let events: Vec<Event> = handle.submit(request(1, 8, 4)).unwrap().collect();
     assert!(matches!(events.last(), Some(Event::Finished(Ok(_)))));

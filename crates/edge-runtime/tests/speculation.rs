@@ -226,7 +226,10 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
         },
     );
     assert!(e.unwrap_err().to_string().contains("MTP head"));
-    assert!(Speculator::new(&plain, SpecConfig::default()).is_err());
+    assert!(matches!(
+        Speculator::new(&plain, SpecConfig::default()).err(),
+        Some(edge_spec::SpecError::InvalidRequest(_))
+    ));
     let mtp = model("qwen35-tiny-f32");
     for bad in [
         SpecConfig::linear(0),
@@ -292,5 +295,8 @@ fn logprobs_and_penalties_decode_token_by_token() {
     );
     let mut bad = request(&prompt(4, 12), 4, &[]);
     bad.logprobs = Some(21);
-    assert!(e.generate(&bad).is_err());
+    assert!(matches!(
+        e.generate(&bad),
+        Err(edge_runtime::RuntimeError::InvalidRequest(_))
+    ));
 }

@@ -275,7 +275,10 @@ mod tests {
             let full = accept(&tree(), &rows(&choices, 10), 10, &mut greedy()).unwrap();
             assert_eq!(accept_greedy(&tree(), &choices, 10).unwrap(), full);
         }
-        assert!(accept_greedy(&tree(), &[5, 0, 6], 10).is_err());
+        assert!(matches!(
+            accept_greedy(&tree(), &[5, 0, 6], 10),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
         assert!(
             accept_greedy(&tree(), &[5; 6], 6).is_err(),
             "a draft past the vocab"
@@ -402,9 +405,18 @@ mod tests {
             let err = accept(&bad, &logits, 10, &mut s).unwrap_err();
             assert!(matches!(err, SpecError::InvalidRequest(_)), "{bad:?}");
         }
-        assert!(accept(&ok, &logits[..50], 10, &mut s).is_err());
-        assert!(accept(&ok, &logits, 9, &mut s).is_err());
-        assert!(accept(&ok, &[], 0, &mut s).is_err());
+        assert!(matches!(
+            accept(&ok, &logits[..50], 10, &mut s),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            accept(&ok, &logits, 9, &mut s),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            accept(&ok, &[], 0, &mut s),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
     }
 
     /// Forbids one token after one path (the rest allowed), counting what it is asked.
@@ -491,6 +503,9 @@ mod tests {
         };
         let mut only_five = vec![f32::NEG_INFINITY; 10];
         only_five[5] = 1.0;
-        assert!(accept_filtered(&one, &only_five, 10, &mut greedy(), &mut all).is_err());
+        assert!(matches!(
+            accept_filtered(&one, &only_five, 10, &mut greedy(), &mut all),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
     }
 }

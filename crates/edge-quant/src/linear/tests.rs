@@ -216,9 +216,18 @@ fn nan_block_scale_poisons_only_its_row_in_integer_modes() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    assert!(Linear::new(2, 3, LinearWeight::F32(vec![0.0; 5])).is_err());
-    assert!(Linear::new(0, 3, LinearWeight::F32(vec![])).is_err());
-    assert!(Linear::new(2, 2, LinearWeight::Bf16(vec![0u8; 7].into())).is_err());
+    assert!(matches!(
+        Linear::new(2, 3, LinearWeight::F32(vec![0.0; 5])),
+        Err(crate::QuantError::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        Linear::new(0, 3, LinearWeight::F32(vec![])),
+        Err(crate::QuantError::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        Linear::new(2, 2, LinearWeight::Bf16(vec![0u8; 7].into())),
+        Err(crate::QuantError::LengthMismatch { .. })
+    ));
     let t = Fp8Tensor::from_parts(2, 3, vec![0; 6], 1.0).unwrap();
     assert!(matches!(
         Linear::new(3, 2, LinearWeight::Fp8(t)),

@@ -129,7 +129,10 @@ fn penalties_and_bad_candidates() {
     );
     let s = Sampler::new(params(1.0, 0, 1.0, 0.0)).unwrap();
     let bad = Candidates { ids: &[1], ..c };
-    assert!(s.distribution_from_candidates(&bad).is_err());
+    assert!(matches!(
+        s.distribution_from_candidates(&bad),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
     let empty = Candidates {
         ids: &[],
         logits: &[],
@@ -184,12 +187,18 @@ fn sampling_from_the_top_tokens_needs_top_k_and_no_penalty() {
     let row = TopLogits::of(&[0.0, 1.0, 2.0], 2);
     let mut open = Sampler::new(params(0.8, 0, 1.0, 0.0)).unwrap();
     assert!(!open.top_tokens_suffice());
-    assert!(open.sample_top(&row).is_err());
+    assert!(matches!(
+        open.sample_top(&row),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
     let penalised = SamplingParams {
         repetition_penalty: 1.2,
         ..params(0.8, 2, 1.0, 0.0)
     };
-    assert!(Sampler::new(penalised).unwrap().sample_top(&row).is_err());
+    assert!(matches!(
+        Sampler::new(penalised).unwrap().sample_top(&row),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
     // Greedy needs neither: the first candidate.
     assert_eq!(
         Sampler::new(params(0.0, 0, 1.0, 0.0))

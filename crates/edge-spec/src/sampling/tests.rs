@@ -58,11 +58,20 @@ fn bad_params_are_errors() {
         params(f32::NAN, 0, 1.0, 0),
         params(0.0, 0, 0.0, 0),
     ] {
-        assert!(Sampler::new(p).is_err());
+        assert!(matches!(
+            Sampler::new(p),
+            Err(crate::SpecError::InvalidRequest(_))
+        ));
     }
     let mut s = Sampler::new(SamplingParams::default()).unwrap();
-    assert!(s.sample(&[]).is_err());
-    assert!(s.distribution(&[]).is_err());
+    assert!(matches!(
+        s.sample(&[]),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        s.distribution(&[]),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
 }
 
 #[test]
@@ -85,7 +94,10 @@ fn distribution_is_sorted_normalised_and_cut() {
     assert!((d.prob(0) - 0.625).abs() < 1e-6 && (d.prob(1) - 0.375).abs() < 1e-6);
     // NaN logits are never chosen; all NaN is an error.
     assert_eq!(s.distribution(&[f32::NAN, 1.0]).unwrap().tokens, vec![1]);
-    assert!(s.distribution(&[f32::NAN]).is_err());
+    assert!(matches!(
+        s.distribution(&[f32::NAN]),
+        Err(crate::SpecError::InvalidRequest(_))
+    ));
 }
 
 #[test]

@@ -83,7 +83,10 @@ mod tests {
         assert!(ToolCallPolicy::Auto.constrains(None).unwrap());
         assert!(!ToolCallPolicy::Auto.constrains(Some(&json)).unwrap());
         assert!(ToolCallPolicy::Constrained.constrains(Some(&xml)).unwrap());
-        assert!(ToolCallPolicy::Constrained.constrains(Some(&json)).is_err());
+        assert!(matches!(
+            ToolCallPolicy::Constrained.constrains(Some(&json)),
+            Err(crate::RuntimeError::InvalidRequest(_))
+        ));
         assert!(!ToolCallPolicy::Free.constrains(Some(&xml)).unwrap());
     }
 
@@ -96,6 +99,9 @@ mod tests {
         ] {
             assert_eq!(p.to_string().parse::<ToolCallPolicy>().unwrap(), p);
         }
-        assert!("on".parse::<ToolCallPolicy>().is_err());
+        assert!(matches!(
+            "on".parse::<ToolCallPolicy>(),
+            Err(crate::RuntimeError::InvalidRequest(_))
+        ));
     }
 }

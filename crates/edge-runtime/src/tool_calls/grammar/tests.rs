@@ -256,9 +256,18 @@ fn reasoning_is_free_and_the_call_open_is_tracked() {
             .collect::<Vec<_>>(),
         ["ping"]
     );
-    assert!(g.clone().only("pong").is_err());
-    assert!(ToolCallGrammar::new(&json!([])).is_err());
-    assert!(ToolCallGrammar::new(&json!({"name": "x"})).is_err());
+    assert!(matches!(
+        g.clone().only("pong"),
+        Err(crate::RuntimeError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        ToolCallGrammar::new(&json!([])),
+        Err(crate::RuntimeError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        ToolCallGrammar::new(&json!({"name": "x"})),
+        Err(crate::RuntimeError::InvalidRequest(_))
+    ));
 }
 
 /// Whether `v` meets `schema` (the parts the grammar follows: types, enums, items,
