@@ -3,7 +3,7 @@
 //! Python is needed to run these tests).
 
 use edge_kvcache::CacheConfig;
-use edge_model::{ActivationMode, Backend, LogitRows, Qwen35Model, Session};
+use edge_model::{ActivationMode, Backend, Cpu, LogitRows, Qwen35Model, Session};
 use safetensors::SafeTensors;
 use std::path::PathBuf;
 
@@ -209,7 +209,7 @@ fn mtp_head_matches_reference() {
 /// The bf16 fixture's prompt logits from edge-llm in `mode`, with transformers' f32
 /// and bf16-compute logits for the same prompt.
 struct Bf16Run {
-    model: Qwen35Model,
+    model: Qwen35Model<Cpu>,
     prompt: Vec<u32>,
     vocab: usize,
     got: Vec<f32>,

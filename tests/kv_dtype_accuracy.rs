@@ -4,7 +4,7 @@
 //! loose enough to hold everywhere, tight enough to catch a broken page format).
 
 use edge_kvcache::{CacheConfig, KvDType};
-use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session, argmax};
+use edge_model::{ActivationMode, Cpu, LogitRows, Qwen35Model, Session, argmax};
 use std::path::PathBuf;
 
 fn dir(rel: &str) -> PathBuf {
@@ -14,7 +14,12 @@ fn dir(rel: &str) -> PathBuf {
 }
 
 /// Prompt logits (all rows) and `steps` greedy tokens with `dtype` pages.
-fn run(model: &Qwen35Model, prompt: &[u32], dtype: KvDType, steps: usize) -> (Vec<f32>, Vec<u32>) {
+fn run(
+    model: &Qwen35Model<Cpu>,
+    prompt: &[u32],
+    dtype: KvDType,
+    steps: usize,
+) -> (Vec<f32>, Vec<u32>) {
     let config = CacheConfig {
         kv_dtype: dtype,
         ..CacheConfig::default()
@@ -33,7 +38,7 @@ fn run(model: &Qwen35Model, prompt: &[u32], dtype: KvDType, steps: usize) -> (Ve
 
 fn compare(
     name: &str,
-    model: &Qwen35Model,
+    model: &Qwen35Model<Cpu>,
     prompt: &[u32],
     steps: usize,
 ) -> Vec<(f32, f64, f64, f64)> {

@@ -3,10 +3,10 @@
 
 use edge_kvcache::CacheConfig;
 use edge_model::export::{ExportOptions, QuantFormat, quantize_checkpoint};
-use edge_model::{ActivationMode, Checkpoint, LogitRows, Qwen35Model, Session};
+use edge_model::{ActivationMode, Checkpoint, Cpu, LogitRows, Qwen35Model, Session};
 
 /// Runs `tokens` through a fresh session of `model`.
-fn run(model: &Qwen35Model, tokens: &[u32], logits: LogitRows) {
+fn run(model: &Qwen35Model<Cpu>, tokens: &[u32], logits: LogitRows) {
     let mut s = Session::new(model, CacheConfig::default()).unwrap();
     s.forward(tokens, logits).unwrap();
 }

@@ -11,7 +11,7 @@ use edge_kvcache::{CacheConfig, PagedCache};
 use edge_model::synthetic::{SyntheticDType, tiny_config, write_random_checkpoint};
 use edge_model::{ActivationMode, Backend, Cpu, LogitRows, Qwen35Model, Scratch, StepBatch};
 
-fn model(mode: ActivationMode) -> Qwen35Model {
+fn model(mode: ActivationMode) -> Qwen35Model<Cpu> {
     // Three GDN layers and one attention layer; a 70-token prompt spans two GDN chunks.
     let config = tiny_config(128);
     let dir = tempfile::tempdir().unwrap();

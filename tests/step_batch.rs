@@ -16,7 +16,7 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn cache(model: &Qwen35Model, block_size: usize) -> PagedCache<HostMemory> {
+fn cache(model: &Qwen35Model<Cpu>, block_size: usize) -> PagedCache<HostMemory> {
     let config = CacheConfig {
         block_size,
         kv_dtype: KvDType::F32,

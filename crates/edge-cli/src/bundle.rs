@@ -3,14 +3,14 @@
 
 use crate::agent::AgentContext;
 use crate::cli_error::CliError;
-use edge_model::{LoadOptions, Qwen35Model};
+use edge_model::{Cpu, LoadOptions, Qwen35Model};
 use edge_runtime::{ChatTemplate, Tokenizer};
 use std::path::Path;
 
 /// A model with its tokenizer and chat template (when it has them).
 pub struct Bundle {
     /// The model.
-    pub model: Qwen35Model,
+    pub model: Qwen35Model<Cpu>,
     /// `tokenizer.json`, if present.
     pub tokenizer: Option<Tokenizer>,
     /// The chat template from `tokenizer_config.json`, if present.

@@ -30,6 +30,7 @@ mod logits;
 pub mod manifest;
 mod model;
 pub mod mtp;
+pub mod rope;
 mod session;
 pub mod synthetic;
 mod tree;
@@ -37,7 +38,10 @@ mod upload;
 mod weights;
 
 pub use attention_rows::{AttentionRows, QueryTiles};
-pub use backend::{Backend, ForwardPlan, Gate, GdnKept, LinearShape, SpanPlan, TreePlan};
+pub use backend::{
+    AttentionParams, AttentionShape, Backend, ForwardPlan, Gate, GdnInputs, GdnKept, GdnParams,
+    GdnShape, KvObserver, LinearShape, SpanPlan, TreePlan,
+};
 pub use batch::{LogitRows, MAX_TREE_ROWS, SeqSpan, StepBatch, TreeLayout};
 pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};

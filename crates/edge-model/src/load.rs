@@ -1,19 +1,21 @@
 //! Building the CPU model from a checkpoint, and the CPU-only hooks (calibration).
 
 use crate::Result;
+use crate::backend::{AttentionShape, GdnShape};
 use crate::checkpoint::Checkpoint;
 use crate::config::{LayerType, Qwen35Config};
+use crate::cpu::Cpu;
 use crate::layers::attention::GatedAttention;
 use crate::layers::gdn::{GatedDeltaNet, conv_taps_from_checkpoint};
 use crate::layers::mlp::Mlp;
-use crate::layers::rope::Rope;
 use crate::model::{DecoderLayer, Mixer, Qwen35Model};
 use crate::mtp::MtpHead;
+use crate::rope::Rope;
 use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
 use edge_quant::linear::Linear;
 use std::path::Path;
 
-impl Qwen35Model {
+impl Qwen35Model<Cpu> {
     /// Loads `config.json` and the checkpoint from a model directory.
     pub fn load(dir: &Path, activations: ActivationMode) -> Result<Self> {
         Self::load_with(dir, LoadOptions { activations })
@@ -101,7 +103,7 @@ impl Qwen35Model {
     }
 
     /// Every full-attention mixer with its module name (`model.layers.{i}.self_attn`).
-    pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention)> {
+    pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention<Cpu>)> {
         self.layers
             .iter_mut()
             .enumerate()
@@ -118,7 +120,7 @@ fn load_layer(
     c: &Qwen35Config,
     i: usize,
     cache_layer: usize,
-) -> Result<DecoderLayer> {
+) -> Result<DecoderLayer<Cpu>> {
     let p = format!("model.layers.{i}");
     let h = c.hidden_size;
     let mixer = match c.layer_types[i] {
@@ -138,7 +140,7 @@ fn load_layer(
     })
 }
 
-fn load_mtp(r: &WeightReader, c: &Qwen35Config, cache_layer: usize) -> Result<MtpHead> {
+fn load_mtp(r: &WeightReader, c: &Qwen35Config, cache_layer: usize) -> Result<MtpHead<Cpu>> {
     let h = c.hidden_size;
     let p = "mtp.layers.0";
     let layer = DecoderLayer {
@@ -159,7 +161,7 @@ fn load_mtp(r: &WeightReader, c: &Qwen35Config, cache_layer: usize) -> Result<Mt
     })
 }
 
-fn load_mlp(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<Mlp> {
+fn load_mlp(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<Mlp<Cpu>> {
     let (h, f) = (c.hidden_size, c.intermediate_size);
     Ok(Mlp {
         gate: r.linear(&format!("{p}.gate_proj"), f, h)?,
@@ -168,7 +170,7 @@ fn load_mlp(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<Mlp> {
     })
 }
 
-fn load_attention(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedAttention> {
+fn load_attention(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedAttention<Cpu>> {
     let (h, d) = (c.hidden_size, c.head_dim);
     let (nq, nkv) = (c.num_attention_heads, c.num_key_value_heads);
     Ok(GatedAttention {
@@ -178,9 +180,11 @@ fn load_attention(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedAt
         o_proj: r.linear(&format!("{p}.o_proj"), h, nq * d)?,
         q_norm: r.vector(&format!("{p}.q_norm.weight"), d)?,
         k_norm: r.vector(&format!("{p}.k_norm.weight"), d)?,
-        heads: nq,
-        kv_heads: nkv,
-        head_dim: d,
+        shape: AttentionShape {
+            heads: nq,
+            kv_heads: nkv,
+            head_dim: d,
+        },
         eps: c.rms_norm_eps,
         rope: Rope::new(c.rotary_dim(), c.rope_theta),
         kv_scales: r.kv_scales(p)?,
@@ -188,7 +192,7 @@ fn load_attention(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedAt
     })
 }
 
-fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet> {
+fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet<Cpu>> {
     let h = c.hidden_size;
     let (hk, hv) = (c.linear_num_key_heads, c.linear_num_value_heads);
     let (dk, dv) = (c.linear_key_head_dim, c.linear_value_head_dim);
@@ -209,11 +213,13 @@ fn load_gdn(r: &WeightReader, c: &Qwen35Config, p: &str) -> Result<GatedDeltaNet
         dt_bias: r.vector(&format!("{p}.dt_bias"), hv)?,
         norm_weight: r.vector(&format!("{p}.norm.weight"), dv)?,
         out_proj: r.linear(&format!("{p}.out_proj"), h, hv * dv)?,
-        key_heads: hk,
-        value_heads: hv,
-        key_dim: dk,
-        value_dim: dv,
-        kernel,
+        shape: GdnShape {
+            key_heads: hk,
+            value_heads: hv,
+            key_dim: dk,
+            value_dim: dv,
+            kernel,
+        },
         eps: c.rms_norm_eps,
     })
 }

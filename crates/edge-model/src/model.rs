@@ -4,7 +4,6 @@
 use crate::backend::{Backend, ForwardPlan, GdnKept, LinearShape, SpanPlan, TreePlan};
 use crate::batch::StepBatch;
 use crate::config::{LayerType, Qwen35Config};
-use crate::cpu::Cpu;
 use crate::layers::attention::GatedAttention;
 use crate::layers::gdn::GatedDeltaNet;
 use crate::layers::mlp::Mlp;
@@ -17,7 +16,7 @@ use edge_kvcache::{
 
 /// A layer's token mixer.
 #[derive(Debug)]
-pub enum Mixer<B: Backend = Cpu> {
+pub enum Mixer<B: Backend> {
     /// Gated DeltaNet.
     Gdn(Box<GatedDeltaNet<B>>),
     /// Gated full attention.
@@ -26,7 +25,7 @@ pub enum Mixer<B: Backend = Cpu> {
 
 /// One pre-norm decoder block.
 #[derive(Debug)]
-pub struct DecoderLayer<B: Backend = Cpu> {
+pub struct DecoderLayer<B: Backend> {
     /// `input_layernorm` (zero-centred).
     pub input_norm: B::Vector,
     /// `post_attention_layernorm` (zero-centred).
@@ -82,7 +81,7 @@ type Outputs = (Vec<f32>, Vec<u32>, Vec<crate::TopLogits>);
 
 /// What a forward pass returns.
 #[derive(Debug)]
-pub struct StepOutput<B: Backend = Cpu> {
+pub struct StepOutput<B: Backend> {
     /// `[rows, vocab]` logits of the batch's logit rows, in their order.
     pub logits: Vec<f32>,
     /// The greedy token of each of the batch's greedy rows ([`crate::LogitRows::Greedy`]), in
@@ -101,7 +100,7 @@ pub struct StepOutput<B: Backend = Cpu> {
 
 /// The loaded model, its weights in backend `B`'s form.
 #[derive(Debug)]
-pub struct Qwen35Model<B: Backend = Cpu> {
+pub struct Qwen35Model<B: Backend> {
     pub(crate) config: Qwen35Config,
     pub(crate) embed: B::Embedding,
     pub(crate) layers: Vec<DecoderLayer<B>>,
@@ -150,8 +149,8 @@ impl<B: Backend> Qwen35Model<B> {
     pub fn cache_spec(&self, config: &CacheConfig) -> CacheSpec {
         let c = &self.config;
         let attention_spec = |a: &GatedAttention<B>| AttentionLayerSpec {
-            kv_heads: a.kv_heads,
-            head_dim: a.head_dim,
+            kv_heads: a.shape.kv_heads,
+            head_dim: a.shape.head_dim,
             k_scale: a.kv_scales.k_scale,
             v_scale: a.kv_scales.v_scale,
         };

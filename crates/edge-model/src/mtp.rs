@@ -6,14 +6,13 @@
 
 use crate::backend::{Backend, ForwardPlan};
 use crate::batch::StepBatch;
-use crate::cpu::Cpu;
 use crate::layers::attention::GatedAttention;
 use crate::model::{DecoderLayer, Mixer, Qwen35Model};
 use crate::{ModelError, Result};
 
 /// The MTP head's own weights (embedding and `lm_head` are the main model's).
 #[derive(Debug)]
-pub struct MtpHead<B: Backend = Cpu> {
+pub struct MtpHead<B: Backend> {
     pub(crate) fc: B::Linear,
     pub(crate) pre_fc_norm_embedding: B::Vector,
     pub(crate) pre_fc_norm_hidden: B::Vector,

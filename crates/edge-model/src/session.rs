@@ -5,25 +5,16 @@
 use crate::Result;
 use crate::backend::Backend;
 use crate::batch::{LogitRows, StepBatch};
-use crate::cpu::Cpu;
 use crate::model::{Qwen35Model, StepOutput};
 use edge_kvcache::{CacheConfig, PagedCache, SeqId, SequenceCache};
 
 /// One sequence of a model with a cache and a backend of its own.
 #[derive(Debug)]
-pub struct Session<'m, B: Backend = Cpu> {
+pub struct Session<'m, B: Backend> {
     model: &'m Qwen35Model<B>,
     backend: B,
     cache: PagedCache<B::Memory>,
     seq: SeqId,
-}
-
-impl<'m> Session<'m, Cpu> {
-    /// A session on the CPU backend with a cache configured by `config` (prefix
-    /// snapshots are never taken by a session).
-    pub fn new(model: &'m Qwen35Model, config: CacheConfig) -> Result<Self> {
-        Self::with_backend(model, Cpu::new(), config)
-    }
 }
 
 impl<'m, B: Backend> Session<'m, B> {

@@ -123,7 +123,7 @@ impl<B: Backend> Qwen35Model<B> {
                     let kept = gdn.next().expect("one kept entry per Gated DeltaNet layer");
                     let state = memory.recurrent_mut(layer.cache_layer);
                     for (&s, path) in spans.iter().zip(paths) {
-                        be.gdn_commit(m, state, &plan.spans[s], kept, &path.rows)?;
+                        m.commit(be, state, &plan.spans[s], kept, &path.rows)?;
                     }
                 }
             }

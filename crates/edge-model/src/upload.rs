@@ -37,22 +37,6 @@ pub trait WeightUpload: Backend {
     fn upload_embedding(&mut self, table: &Embedding) -> Result<Self::Embedding>;
 }
 
-/// The CPU "uploads" by copying: `to_backend(&mut Cpu)` is a deep copy, which the tests
-/// use to check the walk itself.
-impl WeightUpload for Cpu {
-    fn upload_linear(&mut self, linear: &Linear) -> Result<Linear> {
-        Ok(linear.clone())
-    }
-
-    fn upload_vector(&mut self, values: &[f32]) -> Result<Vec<f32>> {
-        Ok(values.to_vec())
-    }
-
-    fn upload_embedding(&mut self, table: &Embedding) -> Result<Embedding> {
-        Ok(table.clone())
-    }
-}
-
 impl Qwen35Model<Cpu> {
     /// The same model with its weights on `be`.
     pub fn to_backend<B: WeightUpload>(&self, be: &mut B) -> Result<Qwen35Model<B>> {
@@ -80,7 +64,7 @@ impl Qwen35Model<Cpu> {
     }
 }
 
-fn layer<B: WeightUpload>(be: &mut B, l: &DecoderLayer) -> Result<DecoderLayer<B>> {
+fn layer<B: WeightUpload>(be: &mut B, l: &DecoderLayer<Cpu>) -> Result<DecoderLayer<B>> {
     Ok(DecoderLayer {
         input_norm: be.upload_vector(&l.input_norm)?,
         post_norm: be.upload_vector(&l.post_norm)?,
@@ -97,7 +81,7 @@ fn layer<B: WeightUpload>(be: &mut B, l: &DecoderLayer) -> Result<DecoderLayer<B
     })
 }
 
-fn attention<B: WeightUpload>(be: &mut B, a: &GatedAttention) -> Result<GatedAttention<B>> {
+fn attention<B: WeightUpload>(be: &mut B, a: &GatedAttention<Cpu>) -> Result<GatedAttention<B>> {
     Ok(GatedAttention {
         q_proj: be.upload_linear(&a.q_proj)?,
         k_proj: be.upload_linear(&a.k_proj)?,
@@ -105,9 +89,7 @@ fn attention<B: WeightUpload>(be: &mut B, a: &GatedAttention) -> Result<GatedAtt
         o_proj: be.upload_linear(&a.o_proj)?,
         q_norm: be.upload_vector(&a.q_norm)?,
         k_norm: be.upload_vector(&a.k_norm)?,
-        heads: a.heads,
-        kv_heads: a.kv_heads,
-        head_dim: a.head_dim,
+        shape: a.shape,
         eps: a.eps,
         rope: a.rope.clone(),
         kv_scales: a.kv_scales,
@@ -115,7 +97,7 @@ fn attention<B: WeightUpload>(be: &mut B, a: &GatedAttention) -> Result<GatedAtt
     })
 }
 
-fn gdn<B: WeightUpload>(be: &mut B, g: &GatedDeltaNet) -> Result<GatedDeltaNet<B>> {
+fn gdn<B: WeightUpload>(be: &mut B, g: &GatedDeltaNet<Cpu>) -> Result<GatedDeltaNet<B>> {
     Ok(GatedDeltaNet {
         in_proj_qkv: be.upload_linear(&g.in_proj_qkv)?,
         in_proj_z: be.upload_linear(&g.in_proj_z)?,
@@ -126,16 +108,12 @@ fn gdn<B: WeightUpload>(be: &mut B, g: &GatedDeltaNet) -> Result<GatedDeltaNet<B
         dt_bias: be.upload_vector(&g.dt_bias)?,
         norm_weight: be.upload_vector(&g.norm_weight)?,
         out_proj: be.upload_linear(&g.out_proj)?,
-        key_heads: g.key_heads,
-        value_heads: g.value_heads,
-        key_dim: g.key_dim,
-        value_dim: g.value_dim,
-        kernel: g.kernel,
+        shape: g.shape,
         eps: g.eps,
     })
 }
 
-fn mtp<B: WeightUpload>(be: &mut B, m: &MtpHead) -> Result<MtpHead<B>> {
+fn mtp<B: WeightUpload>(be: &mut B, m: &MtpHead<Cpu>) -> Result<MtpHead<B>> {
     Ok(MtpHead {
         fc: be.upload_linear(&m.fc)?,
         pre_fc_norm_embedding: be.upload_vector(&m.pre_fc_norm_embedding)?,
@@ -165,7 +143,7 @@ mod tests {
         let model = Qwen35Model::load(&dir, ActivationMode::default()).unwrap();
         let copy = model.to_backend(&mut Cpu::new()).unwrap();
         assert!(copy.mtp().is_some(), "the MTP head is carried over");
-        let run = |m: &Qwen35Model| {
+        let run = |m: &Qwen35Model<Cpu>| {
             let mut s = Session::new(m, CacheConfig::default()).unwrap();
             let prompt = s.forward(&[3, 17, 4, 9], LogitRows::All).unwrap();
             let step = s.forward(&[11], LogitRows::Last).unwrap();

@@ -6,7 +6,7 @@
 //! when no `--model` is given.
 
 use crate::{ChatTemplate, Result, RuntimeError, Tokenizer};
-use edge_model::{Checkpoint, LoadOptions, Qwen35Config, Qwen35Model};
+use edge_model::{Checkpoint, Cpu, LoadOptions, Qwen35Config, Qwen35Model};
 
 const CONFIG: &str = include_str!("../../../models/demo/config.json");
 const GENERATION: &str = include_str!("../../../models/demo/generation_config.json");
@@ -23,7 +23,7 @@ fn json(text: &str, what: &str) -> Result<serde_json::Value> {
 }
 
 /// Loads the demo model; its weights stay in the binary's read-only data.
-pub fn load(options: LoadOptions) -> Result<Qwen35Model> {
+pub fn load(options: LoadOptions) -> Result<Qwen35Model<Cpu>> {
     let config = Qwen35Config::from_json(
         &json(CONFIG, "config.json")?,
         Some(&json(GENERATION, "generation_config.json")?),

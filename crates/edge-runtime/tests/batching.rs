@@ -7,7 +7,7 @@
 mod support;
 
 use edge_core::Device;
-use edge_model::{ActivationMode, Backend, Qwen35Model};
+use edge_model::{ActivationMode, Backend, Cpu, Qwen35Model};
 use edge_runtime::{
     Engine, EngineConfig, EngineHandle, Event, GenerateOutput, GenerateRequest, RuntimeError,
     StopReason,
@@ -16,13 +16,13 @@ use edge_spec::SpecConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-fn model() -> Arc<Qwen35Model> {
+fn model() -> Arc<Qwen35Model<Cpu>> {
     let dir =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/qwen35-tiny-f32");
     Arc::new(Qwen35Model::load(&dir, ActivationMode::None).unwrap())
 }
 
-fn engine(model: &Arc<Qwen35Model>, max_sequences: usize, spec: Option<SpecConfig>) -> Engine {
+fn engine(model: &Arc<Qwen35Model<Cpu>>, max_sequences: usize, spec: Option<SpecConfig>) -> Engine {
     let config = EngineConfig {
         max_sequences,
         prefill_chunk: 16,

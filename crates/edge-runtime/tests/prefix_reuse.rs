@@ -10,7 +10,7 @@ mod support;
 
 use edge_core::Device;
 use edge_kvcache::{CacheConfig, KvDType};
-use edge_model::{ActivationMode, Backend, Qwen35Model};
+use edge_model::{ActivationMode, Backend, Cpu, Qwen35Model};
 use edge_runtime::{Engine, EngineConfig, GenerateRequest, ReusePolicy, SamplingParams};
 use edge_spec::SpecConfig;
 use proptest::prelude::*;
@@ -22,8 +22,8 @@ use std::sync::{Arc, OnceLock};
 /// share its marks.
 const END: u32 = 7;
 
-fn model() -> Arc<Qwen35Model> {
-    static MODEL: OnceLock<Arc<Qwen35Model>> = OnceLock::new();
+fn model() -> Arc<Qwen35Model<Cpu>> {
+    static MODEL: OnceLock<Arc<Qwen35Model<Cpu>>> = OnceLock::new();
     MODEL
         .get_or_init(|| {
             let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -8,7 +8,7 @@
 mod support;
 
 use edge_core::Device;
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, Cpu, Qwen35Model};
 use edge_runtime::{Engine, EngineConfig, GenerateRequest, StopReason};
 use edge_spec::{SpecConfig, Speculator};
 use proptest::prelude::*;
@@ -21,9 +21,9 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn model(dir: &str) -> Arc<Qwen35Model> {
-    static F32: OnceLock<Arc<Qwen35Model>> = OnceLock::new();
-    static BF16: OnceLock<Arc<Qwen35Model>> = OnceLock::new();
+fn model(dir: &str) -> Arc<Qwen35Model<Cpu>> {
+    static F32: OnceLock<Arc<Qwen35Model<Cpu>>> = OnceLock::new();
+    static BF16: OnceLock<Arc<Qwen35Model<Cpu>>> = OnceLock::new();
     let cell = if dir == "qwen35-tiny-f32" {
         &F32
     } else {
@@ -33,7 +33,7 @@ fn model(dir: &str) -> Arc<Qwen35Model> {
         .clone()
 }
 
-fn engine(model: &Arc<Qwen35Model>, spec: Option<SpecConfig>) -> Engine {
+fn engine(model: &Arc<Qwen35Model<Cpu>>, spec: Option<SpecConfig>) -> Engine {
     let config = EngineConfig {
         speculation: spec,
         prefill_chunk: 16,

@@ -3,7 +3,7 @@
 //! this model calls a training tool that was not offered), sampled replies stay
 //! valid, a required call is made, and speculation under the constraint is lossless.
 
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, Cpu, Qwen35Model};
 use edge_runtime::tool_calls::{
     ParsedReply, TokenBytes, ToolCallFormat, ToolConstraint, parse_complete,
 };
@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 struct Demo {
-    model: Arc<Qwen35Model>,
+    model: Arc<Qwen35Model<Cpu>>,
     tokenizer: Tokenizer,
     template: ChatTemplate,
     vocab: Arc<TokenBytes>,

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use edge_kvcache::KvDType;
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, Cpu, Qwen35Model};
 use edge_runtime::{EngineBuilder, ReusePolicy};
 use edge_spec::SpecConfig;
 use std::sync::Arc;
@@ -80,7 +80,7 @@ impl EngineArgs {
     }
 
     /// An [`EngineBuilder`] for `model` with these flags over its defaults.
-    pub fn builder(&self, model: Arc<Qwen35Model>) -> EngineBuilder {
+    pub fn builder(&self, model: Arc<Qwen35Model<Cpu>>) -> EngineBuilder {
         let mut b = EngineBuilder::from_model(model.clone());
         if let Some(d) = self.device {
             b = b.device(d);

@@ -13,8 +13,7 @@ use super::attention_paged::{GroupQueries, SpanRows, attend_span};
 use super::kv_rows::rows_f32;
 use super::norm::rms_norm_zero_centred;
 use super::simd::{axpy, dispatch, dot, weight_exp};
-use crate::backend::{ForwardPlan, SpanPlan};
-use crate::layers::attention::GatedAttention;
+use crate::backend::{AttentionParams, AttentionShape, ForwardPlan, SpanPlan};
 use edge_core::par;
 use edge_kvcache::BlockId;
 use edge_kvcache::memory::HostKv;
@@ -29,14 +28,18 @@ const PAR_MIN_TOKENS: usize = 16;
 /// Splits interleaved `[q | gate]` per head; normalises and rotates q and k at each
 /// row's position: per token, in parallel for prompts.
 pub fn prepare(
-    layer: &GatedAttention<super::Cpu>,
+    params: &AttentionParams<'_, super::Cpu>,
     qg: &[f32],
     k: &mut [f32],
     positions: &[u32],
     q: &mut [f32],
     gate: &mut [f32],
 ) {
-    let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
+    let AttentionShape {
+        heads: h,
+        kv_heads: hkv,
+        head_dim: d,
+    } = params.shape;
     let prepare = |(t, ((qt, gt), kt)): TokenRows<'_>| {
         let src = &qg[t * h * 2 * d..][..h * 2 * d];
         for ((qd, gd), s) in qt
@@ -48,10 +51,10 @@ pub fn prepare(
             gd.copy_from_slice(&s[d..]);
         }
         let pos = positions[t] as usize;
-        rms_norm_zero_centred(qt, &layer.q_norm, layer.eps);
-        layer.rope.apply(qt, d, pos);
-        rms_norm_zero_centred(kt, &layer.k_norm, layer.eps);
-        layer.rope.apply(kt, d, pos);
+        rms_norm_zero_centred(qt, params.q_norm, params.eps);
+        params.rope.apply(qt, d, pos);
+        rms_norm_zero_centred(kt, params.k_norm, params.eps);
+        params.rope.apply(kt, d, pos);
     };
     let rows = q
         .chunks_mut(h * d)
@@ -79,14 +82,12 @@ pub fn store(kv: &mut HostKv, plan: &ForwardPlan, k: &[f32], v: &[f32]) {
 
 /// Causal attention of every row over its sequence's cached rows; `q` and `out` are
 /// `[rows, heads · head_dim]`.
-pub fn attend(
-    layer: &GatedAttention<super::Cpu>,
-    kv: &HostKv,
-    plan: &ForwardPlan,
-    q: &[f32],
-    out: &mut [f32],
-) {
-    let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
+pub fn attend(shape: AttentionShape, kv: &HostKv, plan: &ForwardPlan, q: &[f32], out: &mut [f32]) {
+    let AttentionShape {
+        heads: h,
+        kv_heads: hkv,
+        head_dim: d,
+    } = shape;
     let width = h * d;
     let scale = 1.0 / (d as f32).sqrt();
     let group = h / hkv;
@@ -116,7 +117,7 @@ pub fn attend(
             prompts.push((span, mine));
         }
     }
-    attend_short(layer, kv, short, q);
+    attend_short(shape, kv, short, q);
     par::for_each(items, |(span, first, o)| {
         let qs = &q[span.rows.start * width + first * d..][..o.len()];
         let group_view = GroupView {
@@ -129,7 +130,7 @@ pub fn attend(
     });
     for (span, o) in prompts {
         attend_prompt(
-            layer,
+            shape,
             kv,
             span,
             &q[span.rows.start * width..][..span.len() * width],
@@ -144,7 +145,7 @@ const PAGED_MAX_ROWS: usize = 16;
 
 /// Short spans and trees: one item per (span, KV head), each meeting every page once.
 fn attend_short(
-    layer: &GatedAttention<super::Cpu>,
+    shape: AttentionShape,
     kv: &HostKv,
     spans: Vec<(&SpanPlan, &mut [f32])>,
     q: &[f32],
@@ -152,7 +153,11 @@ fn attend_short(
     if spans.is_empty() {
         return;
     }
-    let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
+    let AttentionShape {
+        heads: h,
+        kv_heads: hkv,
+        head_dim: d,
+    } = shape;
     let group = h / hkv;
     let scale = 1.0 / (d as f32).sqrt();
     let mut results: Vec<Vec<f32>> = Vec::new();
@@ -207,14 +212,12 @@ fn attend_short(
 
 /// A prompt span: gather each KV head's rows `0..first + len`, then per query head
 /// blocks of queries as small matmuls.
-fn attend_prompt(
-    layer: &GatedAttention<super::Cpu>,
-    kv: &HostKv,
-    span: &SpanPlan,
-    q: &[f32],
-    out: &mut [f32],
-) {
-    let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
+fn attend_prompt(shape: AttentionShape, kv: &HostKv, span: &SpanPlan, q: &[f32], out: &mut [f32]) {
+    let AttentionShape {
+        heads: h,
+        kv_heads: hkv,
+        head_dim: d,
+    } = shape;
     let tokens = span.len();
     let visible = span.first + tokens;
     let gathered: Vec<(Vec<f32>, Vec<f32>)> = (0..hkv)

@@ -6,27 +6,27 @@ use super::conv::{ConvRange, conv_range};
 use super::delta_rule::{self, HeadInputs};
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, softplus};
 use super::scratch::Scratch;
-use crate::backend::ForwardPlan;
-use crate::layers::gdn::GatedDeltaNet;
+use crate::backend::{ForwardPlan, GdnParams};
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
 use rayon::prelude::*;
 
-type Layer = GatedDeltaNet<super::Cpu>;
+/// What the kernels read of a layer.
+type Layer<'a> = GdnParams<'a, super::Cpu>;
 
 /// Causal depthwise conv + SiLU over each span's rows of `qkv` (`[rows, channels]`),
 /// continuing from and updating its conv window (`[kernel − 1, channels]`, oldest
 /// first); writes per span head-major `q`, `k` (`[heads, rows, head_dim]`, L2-normalised,
 /// `q` scaled by `1/√dk`) and `v`.
 pub fn conv(
-    layer: &Layer,
+    layer: &Layer<'_>,
     state: &mut HostRecurrent,
     plan: &ForwardPlan,
     qkv: &[f32],
     (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
-    let c = layer.channels();
-    let (hk, hv, dk, dv) = layer.dims();
+    let c = layer.shape.channels();
+    let (hk, hv, dk, dv) = dims(layer);
     let mut slots = state.slots_mut(&plan.slots());
     // Each head's output and channel range, in channel order: q, k, then v heads, for
     // every span.
@@ -55,7 +55,7 @@ pub fn conv(
                 s,
                 ConvRange {
                     first,
-                    history: Vec::with_capacity(layer.kernel - 1),
+                    history: Vec::with_capacity(layer.shape.kernel - 1),
                     out,
                 },
             ));
@@ -75,7 +75,7 @@ pub fn conv(
     par::for_each(ranges, |(normalise, s, mut range)| {
         let span = &plan.spans[s];
         let input = &qkv[span.rows.start * c..span.rows.end * c];
-        conv_range(input, span.len(), &layer.conv_taps, &mut range);
+        conv_range(input, span.len(), layer.conv_taps, &mut range);
         if normalise {
             // Query ranges come first: scale those.
             let scale = if range.first < hk * dk { q_scale } else { 1.0 };
@@ -87,7 +87,13 @@ pub fn conv(
     });
 }
 
-/// The conv's outputs and the token-major gate inputs of a recurrence (see
+/// `(key_heads, value_heads, key_dim, value_dim)` of a layer.
+pub fn dims(layer: &Layer<'_>) -> (usize, usize, usize, usize) {
+    let s = layer.shape;
+    (s.key_heads, s.value_heads, s.key_dim, s.value_dim)
+}
+
+/// The conv's outputs and the token-major gate inputs of a delta rule (see
 /// [`crate::backend::GdnInputs`]).
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {
@@ -96,20 +102,20 @@ pub struct Inputs<'a> {
     pub v: &'a [f32],
     pub b: &'a [f32],
     pub a: &'a [f32],
-    pub z: &'a [f32],
 }
 
 /// The delta rule per value head of each span (value head j reads key head
-/// j / (hv / hk)), then its gated norm; writes `[rows, hv · dv]` token-major to `out`.
+/// j / (hv / hk)), then its gated norm with output gate `z`; writes `[rows, hv · dv]`
+/// token-major to `out`.
 pub fn recurrence(
-    layer: &Layer,
+    layer: &Layer<'_>,
     state: &mut HostRecurrent,
     plan: &ForwardPlan,
-    x: Inputs<'_>,
+    (x, z): (Inputs<'_>, &[f32]),
     out: &mut [f32],
     scratch: &mut Scratch,
 ) {
-    let (hk, hv, dk, dv) = layer.dims();
+    let (hk, hv, dk, dv) = dims(layer);
     let group = hv / hk;
     let t = plan.tokens();
     // Each span's cores are head-major `[hv, rows, dv]`; for one-row spans that is
@@ -161,8 +167,8 @@ pub fn recurrence(
             delta_rule::chunked(&inp, s, o);
         }
         for (t, row) in o.chunks_exact_mut(dv).enumerate() {
-            let zrow = &x.z[((r0 + t) * hv + j) * dv..][..dv];
-            gated_rms_norm(row, zrow, &layer.norm_weight, layer.eps);
+            let zrow = &z[((r0 + t) * hv + j) * dv..][..dv];
+            gated_rms_norm(row, zrow, layer.norm_weight, layer.eps);
         }
     });
     // Back to token-major `[rows, hv, dv]`.

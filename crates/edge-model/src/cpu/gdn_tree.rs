@@ -11,26 +11,26 @@
 use super::delta_tree::{self, TreeHead};
 use super::gdn;
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
-use crate::backend::{ForwardPlan, SpanPlan};
-use crate::layers::gdn::GatedDeltaNet;
+use crate::backend::{ForwardPlan, GdnParams};
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
 
-type Layer = GatedDeltaNet<super::Cpu>;
+/// What the kernels read of a layer.
+type Layer<'a> = GdnParams<'a, super::Cpu>;
 
 /// Conv + SiLU of each tree span's rows, each over the window of its own path (the
 /// committed window, then its ancestors' rows); writes the span's head-major `q`, `k`
 /// (L2-normalised, `q` scaled) and `v` blocks as [`gdn::conv`] lays them out.
 pub fn conv(
-    layer: &Layer,
+    layer: &Layer<'_>,
     state: &mut HostRecurrent,
     plan: &ForwardPlan,
     qkv: &[f32],
     (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
-    let c = layer.channels();
-    let (hk, hv, dk, dv) = layer.dims();
-    let hist = layer.kernel - 1;
+    let c = layer.shape.channels();
+    let (hk, hv, dk, dv) = gdn::dims(layer);
+    let hist = layer.shape.kernel - 1;
     let q_scale = 1.0 / (dk as f32).sqrt();
     let slots = state.slots_mut(&plan.slots());
     let mut out = vec![0.0f32; c];
@@ -41,14 +41,14 @@ pub fn conv(
             let path = tree.path(i);
             // The `kernel` rows ending at row i: committed window rows, then path rows.
             let virt = |t: usize| -> &[f32] {
-                let start = (hist + path.len()) - layer.kernel + t;
+                let start = (hist + path.len()) - layer.shape.kernel + t;
                 match start.checked_sub(hist) {
                     Some(p) => &qkv[(r0 + path[p]) * c..][..c],
                     None => &window[start * c..][..c],
                 }
             };
             out.fill(0.0);
-            for t in 0..layer.kernel {
+            for t in 0..layer.shape.kernel {
                 let (w, x) = (&layer.conv_taps[t * c..][..c], virt(t));
                 for ((o, &wc), &xc) in out.iter_mut().zip(w).zip(x) {
                     *o += wc * xc;
@@ -88,13 +88,13 @@ pub fn conv(
 /// committed state along its path ([`delta_tree`]), which stays unchanged; writes its
 /// `[value_heads · value_dim]` output row of `out` (token-major).
 pub fn recurrence(
-    layer: &Layer,
+    layer: &Layer<'_>,
     state: &mut HostRecurrent,
     plan: &ForwardPlan,
-    x: gdn::Inputs<'_>,
+    (x, z): (gdn::Inputs<'_>, &[f32]),
     out: &mut [f32],
 ) {
-    let (hk, hv, dk, dv) = layer.dims();
+    let (hk, hv, dk, dv) = gdn::dims(layer);
     let slots = state.slots_mut(&plan.slots());
     let mut items = Vec::new();
     for (span, (_, committed)) in plan.spans.iter().zip(&slots) {
@@ -135,8 +135,8 @@ pub fn recurrence(
             y.copy_from_slice(row);
             gated_rms_norm(
                 y,
-                &x.z[(r * hv + j) * dv..][..dv],
-                &layer.norm_weight,
+                &z[(r * hv + j) * dv..][..dv],
+                layer.norm_weight,
                 layer.eps,
             );
         }
@@ -144,8 +144,14 @@ pub fn recurrence(
 }
 
 /// Value head `j`'s write strengths `β` and log decays `g` of batch `rows`.
-fn gates(layer: &Layer, b: &[f32], a: &[f32], j: usize, rows: &[usize]) -> (Vec<f32>, Vec<f32>) {
-    let hv = layer.value_heads;
+fn gates(
+    layer: &Layer<'_>,
+    b: &[f32],
+    a: &[f32],
+    j: usize,
+    rows: &[usize],
+) -> (Vec<f32>, Vec<f32>) {
+    let hv = layer.shape.value_heads;
     let beta = rows.iter().map(|&r| sigmoid(b[r * hv + j])).collect();
     let g = (rows.iter())
         .map(|&r| layer.neg_a[j] * softplus(a[r * hv + j] + layer.dt_bias[j]))
@@ -153,42 +159,34 @@ fn gates(layer: &Layer, b: &[f32], a: &[f32], j: usize, rows: &[usize]) -> (Vec<
     (beta, g)
 }
 
-/// Advances `span`'s conv window and state along `path` (span rows, root first) from
-/// the kept pre-conv projections `qkv` and gate inputs `b`, `a` of the whole pass.
-pub fn commit(
-    layer: &Layer,
+/// Advances each (chain) span's state over its rows (root first) by the tree
+/// formulation's commit ([`delta_tree::advance`]): the state a verification of those
+/// rows as a tree path continued from, so a commit stays consistent with the outputs
+/// already verified.
+pub fn advance(
+    layer: &Layer<'_>,
     state: &mut HostRecurrent,
-    span: &SpanPlan,
-    (qkv, b, a): (&[f32], &[f32], &[f32]),
-    path: &[usize],
+    plan: &ForwardPlan,
+    x: gdn::Inputs<'_>,
 ) {
-    let c = layer.channels();
-    let (hk, hv, dk, dv) = layer.dims();
-    let m = path.len();
-    let rows: Vec<usize> = path.iter().map(|&p| span.rows.start + p).collect();
-    let mut gathered = Vec::with_capacity(m * c);
-    for &r in &rows {
-        gathered.extend_from_slice(&qkv[r * c..][..c]);
+    let (hk, hv, dk, dv) = gdn::dims(layer);
+    let mut slots = state.slots_mut(&plan.slots());
+    let mut items = Vec::with_capacity(plan.spans.len() * hv);
+    for (span, (_, recurrent)) in plan.spans.iter().zip(slots.iter_mut()) {
+        debug_assert!(span.tree.is_none(), "advance runs chains");
+        let heads = recurrent.chunks_mut(dk * dv).enumerate();
+        items.extend(heads.map(|(j, s)| (span, j, s)));
     }
-    // The path as a chain through the chain conv, which advances the window.
-    let chain = ForwardPlan::gdn_chain(span, m);
-    let (mut q, mut k, mut v) = (
-        vec![0.0; hk * m * dk],
-        vec![0.0; hk * m * dk],
-        vec![0.0; hv * m * dv],
-    );
-    gdn::conv(layer, state, &chain, &gathered, (&mut q, &mut k, &mut v));
-    let mut slots = state.slots_mut(&[span.slot]);
-    let (_, recurrent) = slots.pop().expect("one slot");
-    let items: Vec<(usize, &mut [f32])> = recurrent.chunks_mut(dk * dv).enumerate().collect();
-    let chain: Vec<Option<u32>> = (0..m as u32).map(|i| i.checked_sub(1)).collect();
-    par::for_each(items, |(j, s)| {
+    par::for_each(items, |(span, j, s)| {
+        let (n, r0) = (span.len(), span.rows.start);
+        let rows: Vec<usize> = (r0..r0 + n).collect();
+        let (beta, g) = gates(layer, x.b, x.a, j, &rows);
+        let chain: Vec<Option<u32>> = (0..n as u32).map(|i| i.checked_sub(1)).collect();
         let kh = j / (hv / hk);
-        let (beta, g) = gates(layer, b, a, j, &rows);
         let head = TreeHead {
-            q: &q[kh * m * dk..][..m * dk],
-            k: &k[kh * m * dk..][..m * dk],
-            v: &v[j * m * dv..][..m * dv],
+            q: &x.q[(r0 * hk + kh * n) * dk..][..n * dk],
+            k: &x.k[(r0 * hk + kh * n) * dk..][..n * dk],
+            v: &x.v[(r0 * hv + j * n) * dv..][..n * dv],
             beta: &beta,
             g: &g,
             parents: &chain,

@@ -37,10 +37,12 @@ pub fn attend_decode(
 }
 
 use crate::Result;
-use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, SpanPlan};
-use crate::layers::attention::{GatedAttention, KvObserver};
-use crate::layers::gdn::GatedDeltaNet;
+use crate::backend::{
+    AttentionParams, AttentionShape, Backend, ForwardPlan, Gate, GdnInputs, GdnParams, KvObserver,
+    SpanPlan,
+};
 use crate::weights::Embedding;
+use crate::{Qwen35Model, Session, WeightUpload};
 use edge_core::par;
 use edge_kvcache::memory::{HostKv, HostRecurrent};
 use edge_kvcache::{CacheConfig, CacheSpec, HostMemory};
@@ -210,14 +212,14 @@ impl Backend for Cpu {
 
     fn attention_inputs(
         &mut self,
-        layer: &GatedAttention<Self>,
+        params: &AttentionParams<'_, Self>,
         qg: &ScratchBuf,
         k: &mut ScratchBuf,
         positions: &[u32],
         q: &mut ScratchBuf,
         gate: &mut ScratchBuf,
     ) -> Result<()> {
-        attention::prepare(layer, qg, k, positions, q, gate);
+        attention::prepare(params, qg, k, positions, q, gate);
         Ok(())
     }
 
@@ -240,19 +242,19 @@ impl Backend for Cpu {
 
     fn attend(
         &mut self,
-        layer: &GatedAttention<Self>,
+        shape: AttentionShape,
         kv: &HostKv,
         plan: &ForwardPlan,
         q: &ScratchBuf,
         out: &mut ScratchBuf,
     ) -> Result<()> {
-        attention::attend(layer, kv, plan, q, out);
+        attention::attend(shape, kv, plan, q, out);
         Ok(())
     }
 
     fn gdn_conv(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut HostRecurrent,
         plan: &ForwardPlan,
         qkv: &ScratchBuf,
@@ -260,33 +262,38 @@ impl Backend for Cpu {
         k: &mut ScratchBuf,
         v: &mut ScratchBuf,
     ) -> Result<()> {
-        gdn::conv(layer, state, plan, qkv, (&mut *q, &mut *k, &mut *v));
+        gdn::conv(params, state, plan, qkv, (&mut *q, &mut *k, &mut *v));
         if plan.has_trees() {
-            gdn_tree::conv(layer, state, plan, qkv, (q, k, v));
+            gdn_tree::conv(params, state, plan, qkv, (q, k, v));
         }
         Ok(())
     }
 
     fn gdn_recurrence(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut HostRecurrent,
         plan: &ForwardPlan,
         x: GdnInputs<'_, Self>,
+        z: &ScratchBuf,
         out: &mut ScratchBuf,
     ) -> Result<()> {
-        let inputs = gdn::Inputs {
-            q: x.q,
-            k: x.k,
-            v: x.v,
-            b: x.b,
-            a: x.a,
-            z: x.z,
-        };
-        gdn::recurrence(layer, state, plan, inputs, out, &mut self.scratch);
+        let inputs = host_inputs(&x);
+        gdn::recurrence(params, state, plan, (inputs, z), out, &mut self.scratch);
         if plan.has_trees() {
-            gdn_tree::recurrence(layer, state, plan, inputs, out);
+            gdn_tree::recurrence(params, state, plan, (inputs, z), out);
         }
+        Ok(())
+    }
+
+    fn gdn_advance(
+        &mut self,
+        params: &GdnParams<'_, Self>,
+        state: &mut HostRecurrent,
+        plan: &ForwardPlan,
+        x: GdnInputs<'_, Self>,
+    ) -> Result<()> {
+        gdn_tree::advance(params, state, plan, host_inputs(&x));
         Ok(())
     }
 
@@ -302,16 +309,39 @@ impl Backend for Cpu {
         }
         Ok(())
     }
+}
 
-    fn gdn_commit(
-        &mut self,
-        layer: &GatedDeltaNet<Self>,
-        state: &mut HostRecurrent,
-        span: &SpanPlan,
-        kept: &GdnKept<Self>,
-        path: &[usize],
-    ) -> Result<()> {
-        gdn_tree::commit(layer, state, span, (&kept.qkv, &kept.b, &kept.a), path);
-        Ok(())
+/// The delta rule's inputs as the CPU kernels take them.
+fn host_inputs<'a>(x: &GdnInputs<'a, Cpu>) -> gdn::Inputs<'a> {
+    gdn::Inputs {
+        q: x.q,
+        k: x.k,
+        v: x.v,
+        b: x.b,
+        a: x.a,
+    }
+}
+
+/// The CPU "uploads" by copying: `to_backend(&mut Cpu)` is a deep copy, which the tests
+/// use to check the walk itself.
+impl WeightUpload for Cpu {
+    fn upload_linear(&mut self, linear: &Linear) -> Result<Linear> {
+        Ok(linear.clone())
+    }
+
+    fn upload_vector(&mut self, values: &[f32]) -> Result<Vec<f32>> {
+        Ok(values.to_vec())
+    }
+
+    fn upload_embedding(&mut self, table: &Embedding) -> Result<Embedding> {
+        Ok(table.clone())
+    }
+}
+
+impl<'m> Session<'m, Cpu> {
+    /// A session on the CPU backend with a cache configured by `config` (prefix
+    /// snapshots are never taken by a session).
+    pub fn new(model: &'m Qwen35Model<Cpu>, config: CacheConfig) -> Result<Self> {
+        Self::with_backend(model, Cpu::new(), config)
     }
 }

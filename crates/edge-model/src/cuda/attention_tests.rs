@@ -6,7 +6,7 @@ use super::tests::{device, values, values_f32};
 use super::*;
 use crate::AttentionRows;
 use crate::cpu::norm::rms_norm_zero_centred;
-use crate::layers::rope::Rope;
+use crate::rope::Rope;
 use edge_core::Device;
 use edge_kvcache::memory::{KvRun, decode_run};
 use edge_kvcache::{AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, HostMemory, KvDType};

@@ -38,7 +38,7 @@ fn checkpoint(seed: u64) -> tempfile::TempDir {
     dir
 }
 
-fn models(on: Device) -> (Qwen35Model, Qwen35Model<CudaBackend>, CudaBackend) {
+fn models(on: Device) -> (Qwen35Model<Cpu>, Qwen35Model<CudaBackend>, CudaBackend) {
     let host = Qwen35Model::load(checkpoint(11).path(), ActivationMode::Bf16).unwrap();
     let mut gpu = CudaBackend::on(device(on));
     let model = host.to_backend(&mut gpu).unwrap();

@@ -4,8 +4,9 @@
 //! window, then the q/k L2 norms, as `cpu::gdn::conv` and `cpu::gdn_tree::conv`) and
 //! [`gdn_recurrence`] (the gated delta rule on each chain span's state slot, row after
 //! row, each tree row from the committed state along its path, then the gated RMSNorm, as
-//! `cpu::gdn::recurrence` and `cpu::gdn_tree::recurrence`). A tree commit is
-//! `gather_rows` of the accepted path's kept inputs, then both ops on a one-span chain.
+//! `cpu::gdn::recurrence` and `cpu::gdn_tree::recurrence`). A tree commit
+//! (`GatedDeltaNet::commit`) gathers the accepted path's kept inputs and runs both ops
+//! on a one-span chain, the recurrence's output dropped (`Backend::gdn_advance`).
 
 use super::ops::{check_len, dim_u32};
 use crate::kernel_sources::GDN;

@@ -30,11 +30,11 @@ pub fn calibrate(dir: &Path, prompts: &[Vec<u32>]) -> Result<CalibrationScales> 
             (name, obs)
         })
         .collect();
-    let kv: Vec<(String, crate::layers::attention::KvObserver)> = model
+    let kv: Vec<(String, crate::backend::KvObserver)> = model
         .attention_mut()
         .into_iter()
         .map(|(name, a)| {
-            let obs = crate::layers::attention::KvObserver::default();
+            let obs = crate::backend::KvObserver::default();
             a.kv_observer = Some(obs.clone());
             (name, obs)
         })

@@ -2,18 +2,15 @@
 //! zero-centred q/k norms, partial RoPE, GQA causal softmax over the paged cache,
 //! sigmoid output gate.
 
-use super::rope::Rope;
 use crate::Result;
-use crate::backend::{Backend, ForwardPlan, Gate};
-use crate::cpu::Cpu;
+use crate::backend::{AttentionParams, AttentionShape, Backend, ForwardPlan, Gate, KvObserver};
+use crate::rope::Rope;
 use edge_kvcache::CacheMemory;
 use edge_quant::fp8::kv::KvScales;
-use edge_quant::linear::AmaxObserver;
-use std::sync::Arc;
 
 /// One gated full-attention mixer.
 #[derive(Debug)]
-pub struct GatedAttention<B: Backend = Cpu> {
+pub struct GatedAttention<B: Backend> {
     /// `[heads · 2 · head_dim, hidden]`, query and gate interleaved per head.
     pub q_proj: B::Linear,
     /// `[kv_heads · head_dim, hidden]`.
@@ -26,12 +23,8 @@ pub struct GatedAttention<B: Backend = Cpu> {
     pub q_norm: B::Vector,
     /// Per-head key norm weight `[head_dim]` (zero-centred).
     pub k_norm: B::Vector,
-    /// Query heads.
-    pub heads: usize,
-    /// Key/value heads.
-    pub kv_heads: usize,
-    /// Head width.
-    pub head_dim: usize,
+    /// Heads and head width.
+    pub shape: AttentionShape,
     /// Norm epsilon.
     pub eps: f32,
     /// Rotary embedding.
@@ -44,16 +37,18 @@ pub struct GatedAttention<B: Backend = Cpu> {
     pub kv_observer: Option<KvObserver>,
 }
 
-/// Amax recorders for one attention layer's keys and values.
-#[derive(Clone, Debug, Default)]
-pub struct KvObserver {
-    /// Keys, after norm and RoPE (what the cache stores).
-    pub k: Arc<AmaxObserver>,
-    /// Values.
-    pub v: Arc<AmaxObserver>,
-}
-
 impl<B: Backend> GatedAttention<B> {
+    /// What [`Backend::attention_inputs`] reads of the layer.
+    pub fn params(&self) -> AttentionParams<'_, B> {
+        AttentionParams {
+            shape: self.shape,
+            q_norm: &self.q_norm,
+            k_norm: &self.k_norm,
+            eps: self.eps,
+            rope: &self.rope,
+        }
+    }
+
     /// Runs the rows of `x` (`[rows, hidden]`) as `plan` places them, storing their
     /// keys and values in `kv` and attending over each sequence's cached rows; writes
     /// `[rows, hidden]` to `out`.
@@ -66,7 +61,11 @@ impl<B: Backend> GatedAttention<B> {
         out: &mut B::Buf,
     ) -> Result<()> {
         let t = plan.tokens();
-        let (h, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
+        let AttentionShape {
+            heads: h,
+            kv_heads: hkv,
+            head_dim: d,
+        } = self.shape;
         let mut qg = be.alloc(t * h * 2 * d)?;
         let mut k = be.alloc(t * hkv * d)?;
         let mut v = be.alloc(t * hkv * d)?;
@@ -78,7 +77,14 @@ impl<B: Backend> GatedAttention<B> {
         )?;
         let mut q = be.alloc(t * h * d)?;
         let mut gate = be.alloc(t * h * d)?;
-        be.attention_inputs(self, &qg, &mut k, &plan.positions, &mut q, &mut gate)?;
+        be.attention_inputs(
+            &self.params(),
+            &qg,
+            &mut k,
+            &plan.positions,
+            &mut q,
+            &mut gate,
+        )?;
         if let Some(obs) = &self.kv_observer {
             be.observe_kv(obs, &k, &v)?;
         }
@@ -87,7 +93,7 @@ impl<B: Backend> GatedAttention<B> {
             be.free(buf);
         }
         let mut attn = be.alloc(t * h * d)?;
-        be.attend(self, kv, plan, &q, &mut attn)?;
+        be.attend(self.shape, kv, plan, &q, &mut attn)?;
         be.gate(Gate::Sigmoid, &gate, &mut attn)?;
         be.linear(&[&self.o_proj], &attn, t, &mut [out])?;
         for buf in [q, gate, attn] {

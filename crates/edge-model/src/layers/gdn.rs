@@ -4,13 +4,12 @@
 //! gated RMSNorm and the output projection.
 
 use crate::Result;
-use crate::backend::{Backend, ForwardPlan, GdnInputs, GdnKept};
-use crate::cpu::Cpu;
+use crate::backend::{Backend, ForwardPlan, GdnInputs, GdnKept, GdnParams, GdnShape, SpanPlan};
 use edge_kvcache::CacheMemory;
 
 /// One Gated DeltaNet mixer.
 #[derive(Debug)]
-pub struct GatedDeltaNet<B: Backend = Cpu> {
+pub struct GatedDeltaNet<B: Backend> {
     /// `[2K + V, hidden]`: rows are Q, K, V blocks, each head-major.
     pub in_proj_qkv: B::Linear,
     /// `[V, hidden]`: the output gate z.
@@ -31,16 +30,8 @@ pub struct GatedDeltaNet<B: Backend = Cpu> {
     pub norm_weight: B::Vector,
     /// `[hidden, V]`.
     pub out_proj: B::Linear,
-    /// Query/key heads.
-    pub key_heads: usize,
-    /// Value heads.
-    pub value_heads: usize,
-    /// Key head width.
-    pub key_dim: usize,
-    /// Value head width.
-    pub value_dim: usize,
-    /// Conv kernel size.
-    pub kernel: usize,
+    /// Heads, head widths and conv kernel size.
+    pub shape: GdnShape,
     /// Norm epsilon.
     pub eps: f32,
 }
@@ -54,19 +45,16 @@ pub fn conv_taps_from_checkpoint(weight: &[f32], channels: usize, kernel: usize)
 }
 
 impl<B: Backend> GatedDeltaNet<B> {
-    /// `(key_heads, value_heads, key_dim, value_dim)`.
-    pub fn dims(&self) -> (usize, usize, usize, usize) {
-        (
-            self.key_heads,
-            self.value_heads,
-            self.key_dim,
-            self.value_dim,
-        )
-    }
-
-    /// Conv channels: the q, k and v heads side by side.
-    pub fn channels(&self) -> usize {
-        2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+    /// What the Gated DeltaNet operations read of the layer.
+    pub fn params(&self) -> GdnParams<'_, B> {
+        GdnParams {
+            shape: self.shape,
+            conv_taps: &self.conv_taps,
+            neg_a: &self.neg_a,
+            dt_bias: &self.dt_bias,
+            norm_weight: &self.norm_weight,
+            eps: self.eps,
+        }
     }
 
     /// Runs the rows of `x` (`[rows, hidden]`) as `plan` places them, carrying each
@@ -81,8 +69,10 @@ impl<B: Backend> GatedDeltaNet<B> {
         out: &mut B::Buf,
     ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
-        let (hk, hv, dk, dv) = self.dims();
-        let mut qkv = be.alloc(t * self.channels())?;
+        let s = self.shape;
+        let (hk, hv, dk, dv) = (s.key_heads, s.value_heads, s.key_dim, s.value_dim);
+        let params = self.params();
+        let mut qkv = be.alloc(t * s.channels())?;
         let mut z = be.alloc(t * hv * dv)?;
         let mut b = be.alloc(t * hv)?;
         let mut a = be.alloc(t * hv)?;
@@ -100,7 +90,7 @@ impl<B: Backend> GatedDeltaNet<B> {
         let mut q = be.alloc(hk * t * dk)?;
         let mut k = be.alloc(hk * t * dk)?;
         let mut v = be.alloc(hv * t * dv)?;
-        be.gdn_conv(self, state, plan, &qkv, &mut q, &mut k, &mut v)?;
+        be.gdn_conv(&params, state, plan, &qkv, &mut q, &mut k, &mut v)?;
         let mut y = be.alloc(t * hv * dv)?;
         let inputs = GdnInputs {
             q: &q,
@@ -108,9 +98,8 @@ impl<B: Backend> GatedDeltaNet<B> {
             v: &v,
             b: &b,
             a: &a,
-            z: &z,
         };
-        be.gdn_recurrence(self, state, plan, inputs, &mut y)?;
+        be.gdn_recurrence(&params, state, plan, inputs, &z, &mut y)?;
         for buf in [q, k, v, z] {
             be.free(buf);
         }
@@ -123,5 +112,47 @@ impl<B: Backend> GatedDeltaNet<B> {
             be.free(buf);
         }
         Ok(None)
+    }
+
+    /// Advances `span`'s conv window and recurrent state along `path` (rows of the
+    /// span, root first, each the child of the one before) from what `kept` holds of
+    /// the pass: the accepted path of a token tree. The path's kept rows run as one
+    /// chain through the conv, which advances the window, then through
+    /// [`Backend::gdn_advance`]; nothing is projected again.
+    pub fn commit(
+        &self,
+        be: &mut B,
+        state: &mut <B::Memory as CacheMemory>::Recurrent,
+        span: &SpanPlan,
+        kept: &GdnKept<B>,
+        path: &[usize],
+    ) -> Result<()> {
+        if path.is_empty() {
+            return Ok(());
+        }
+        let s = self.shape;
+        let params = self.params();
+        let rows: Vec<usize> = path.iter().map(|&r| span.rows.start + r).collect();
+        let n = rows.len();
+        let qkv = be.gather_rows(&kept.qkv, s.channels(), &rows)?;
+        let b = be.gather_rows(&kept.b, s.value_heads, &rows)?;
+        let a = be.gather_rows(&kept.a, s.value_heads, &rows)?;
+        let chain = ForwardPlan::gdn_chain(span, n);
+        let mut q = be.alloc(n * s.key_heads * s.key_dim)?;
+        let mut k = be.alloc(n * s.key_heads * s.key_dim)?;
+        let mut v = be.alloc(n * s.value_heads * s.value_dim)?;
+        be.gdn_conv(&params, state, &chain, &qkv, &mut q, &mut k, &mut v)?;
+        let inputs = GdnInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            b: &b,
+            a: &a,
+        };
+        be.gdn_advance(&params, state, &chain, inputs)?;
+        for buf in [qkv, b, a, q, k, v] {
+            be.free(buf);
+        }
+        Ok(())
     }
 }

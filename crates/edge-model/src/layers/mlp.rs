@@ -2,11 +2,10 @@
 
 use crate::Result;
 use crate::backend::{Backend, Gate, LinearShape};
-use crate::cpu::Cpu;
 
 /// The dense MLP of every layer (and of the MTP block).
 #[derive(Debug)]
-pub struct Mlp<B: Backend = Cpu> {
+pub struct Mlp<B: Backend> {
     /// Gate projection `[intermediate, hidden]`.
     pub gate: B::Linear,
     /// Up projection `[intermediate, hidden]`.

@@ -4,4 +4,3 @@
 pub mod attention;
 pub mod gdn;
 pub mod mlp;
-pub mod rope;

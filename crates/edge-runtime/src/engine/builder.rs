@@ -7,7 +7,7 @@ use super::{Engine, EngineConfig, ReusePolicy};
 use crate::{Result, RuntimeError};
 use edge_core::Device;
 use edge_kvcache::KvDType;
-use edge_model::{ActivationMode, Qwen35Model};
+use edge_model::{ActivationMode, Cpu, Qwen35Model};
 use edge_spec::SpecConfig;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 enum Source {
     Dir(PathBuf),
-    Loaded(Arc<Qwen35Model>),
+    Loaded(Arc<Qwen35Model<Cpu>>),
     /// The demo model compiled into the binary (`crate::demo`).
     #[cfg(feature = "demo-model")]
     Demo,
@@ -57,7 +57,7 @@ impl EngineBuilder {
 
     /// An engine for a model already loaded (its activation mode is the one it was
     /// loaded with).
-    pub fn from_model(model: Arc<Qwen35Model>) -> Self {
+    pub fn from_model(model: Arc<Qwen35Model<Cpu>>) -> Self {
         Self::with_source(Source::Loaded(model))
     }
 
@@ -157,7 +157,7 @@ impl EngineBuilder {
     }
 
     /// The configuration the engine would run with for `model`.
-    pub fn config_for(&self, model: &Qwen35Model) -> EngineConfig {
+    pub fn config_for(&self, model: &Qwen35Model<Cpu>) -> EngineConfig {
         let speculation = match self.speculation {
             Speculation::Given(s) => s,
             Speculation::Fastest => model
@@ -185,7 +185,7 @@ impl EngineBuilder {
 
     /// The model on the host, loaded with `activations` if it comes from a directory
     /// or the embedded demo.
-    fn host_model(&self, activations: ActivationMode) -> Result<Arc<Qwen35Model>> {
+    fn host_model(&self, activations: ActivationMode) -> Result<Arc<Qwen35Model<Cpu>>> {
         Ok(match &self.source {
             Source::Dir(dir) => Arc::new(Qwen35Model::load(dir, activations)?),
             Source::Loaded(m) => m.clone(),

@@ -117,7 +117,7 @@ impl<B: Backend> std::fmt::Debug for Engine<B> {
 
 impl Engine<Cpu> {
     /// An engine on the CPU backend.
-    pub fn new(model: impl Into<Arc<Qwen35Model>>, config: EngineConfig) -> Result<Self> {
+    pub fn new(model: impl Into<Arc<Qwen35Model<Cpu>>>, config: EngineConfig) -> Result<Self> {
         Self::with_backend(model.into(), Cpu::new(), config)
     }
 }

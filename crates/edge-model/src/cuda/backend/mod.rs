@@ -34,9 +34,10 @@ pub use weights::{CudaEmbedding, CudaLinear, CudaVector};
 use super::gdn::{GdnHeads, GdnLayer};
 use super::memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent};
 use super::{KvPages, PagedAttention, rope};
-use crate::backend::{Backend, ForwardPlan, Gate, GdnInputs, GdnKept, SpanPlan};
-use crate::layers::attention::{GatedAttention, KvObserver};
-use crate::layers::gdn::GatedDeltaNet;
+use crate::backend::{
+    AttentionParams, AttentionShape, Backend, ForwardPlan, Gate, GdnInputs, GdnParams, GdnShape,
+    KvObserver, SpanPlan,
+};
 use crate::{ModelError, Result};
 use buffers::BufferPool;
 use edge_core::cuda::{CudaDevice, DeviceSlice, KernelCache};
@@ -349,7 +350,7 @@ impl Backend for CudaBackend {
 
     fn attention_inputs(
         &mut self,
-        layer: &GatedAttention<Self>,
+        params: &AttentionParams<'_, Self>,
         qg: &DeviceBuf,
         k: &mut DeviceBuf,
         positions: &[u32],
@@ -361,15 +362,15 @@ impl Backend for CudaBackend {
         };
         let dev = &self.dev;
         let on_device = self.positions.get(dev, positions)?;
-        let inv_freq = self.inv_freq.get(dev, layer.rope.inv_freq())?;
+        let inv_freq = self.inv_freq.get(dev, params.rope.inv_freq())?;
         let norms = rope::AttentionNorms {
-            heads: layer.heads,
-            kv_heads: layer.kv_heads,
-            head_dim: layer.head_dim,
-            q_norm: &layer.q_norm.0,
-            k_norm: &layer.k_norm.0,
+            heads: params.shape.heads,
+            kv_heads: params.shape.kv_heads,
+            head_dim: params.shape.head_dim,
+            q_norm: &params.q_norm.0,
+            k_norm: &params.k_norm.0,
             inv_freq,
-            eps: layer.eps,
+            eps: params.eps,
         };
         let k = written("attention_inputs", k)?;
         let q = written("attention_inputs", q)?;
@@ -412,7 +413,7 @@ impl Backend for CudaBackend {
 
     fn attend(
         &mut self,
-        layer: &GatedAttention<Self>,
+        shape: AttentionShape,
         kv: &DeviceKv,
         plan: &ForwardPlan,
         q: &DeviceBuf,
@@ -426,9 +427,9 @@ impl Backend for CudaBackend {
         let pages: KvPages<'_> = kv.pages();
         let paged = PagedAttention {
             pages,
-            kv_heads: layer.kv_heads,
-            group: layer.heads / layer.kv_heads.max(1),
-            head_dim: layer.head_dim,
+            kv_heads: shape.kv_heads,
+            group: shape.group(),
+            head_dim: shape.head_dim,
         };
         let out = written("attend", out)?;
         super::attention_rows(&dev, &paged, rows, q, out)
@@ -436,7 +437,7 @@ impl Backend for CudaBackend {
 
     fn gdn_conv(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut DeviceRecurrent,
         plan: &ForwardPlan,
         qkv: &DeviceBuf,
@@ -455,8 +456,8 @@ impl Backend for CudaBackend {
         let v = written("gdn_conv", v)?;
         super::gdn_conv(
             &dev,
-            gdn_heads(layer),
-            &layer.conv_taps.0,
+            gdn_heads(params.shape),
+            &params.conv_taps.0,
             windows,
             spans,
             qkv,
@@ -466,13 +467,14 @@ impl Backend for CudaBackend {
 
     fn gdn_recurrence(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut DeviceRecurrent,
         plan: &ForwardPlan,
         x: GdnInputs<'_, Self>,
+        z: &DeviceBuf,
         out: &mut DeviceBuf,
     ) -> Result<()> {
-        let Some([q, k, v, b, a, z]) = operands("gdn_recurrence", [x.q, x.k, x.v, x.b, x.a, x.z])?
+        let Some([q, k, v, b, a, z]) = operands("gdn_recurrence", [x.q, x.k, x.v, x.b, x.a, z])?
         else {
             return Ok(());
         };
@@ -481,69 +483,43 @@ impl Backend for CudaBackend {
         let (_, states) = state.pools_mut();
         let inputs = super::GdnInputs { q, k, v, b, a, z };
         let out = written("gdn_recurrence", out)?;
-        super::gdn_recurrence(&dev, &gdn_layer(layer), states, spans, &inputs, out)
+        super::gdn_recurrence(&dev, &gdn_layer(params), states, spans, &inputs, out)
     }
 
-    /// Runs the accepted path as a plain span over the kept pre-conv rows: the conv and
-    /// the recurrence advance the window and the state exactly as a decode of those
-    /// tokens would, and the output is dropped.
-    fn gdn_commit(
+    /// The recurrence kernel with its output dropped: it steps each row's state in
+    /// order, as a decode does. The output gate only shapes that output, so `z` is an
+    /// unwritten buffer.
+    fn gdn_advance(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut DeviceRecurrent,
-        span: &SpanPlan,
-        kept: &GdnKept<Self>,
-        path: &[usize],
+        plan: &ForwardPlan,
+        x: GdnInputs<'_, Self>,
     ) -> Result<()> {
-        if path.is_empty() {
-            return Ok(());
-        }
-        let rows: Vec<usize> = path.iter().map(|&r| span.rows.start + r).collect();
-        let (hk, hv, dk, dv) = layer.dims();
-        let n = rows.len();
-        let qkv = self.gather_rows(&kept.qkv, layer.channels(), &rows)?;
-        let b = self.gather_rows(&kept.b, hv, &rows)?;
-        let a = self.gather_rows(&kept.a, hv, &rows)?;
-        let chain = ForwardPlan::gdn_chain(span, n);
-        let (mut q, mut k, mut v) = (
-            self.alloc(n * hk * dk)?,
-            self.alloc(n * hk * dk)?,
-            self.alloc(n * hv * dv)?,
-        );
-        self.gdn_conv(layer, state, &chain, &qkv, &mut q, &mut k, &mut v)?;
-        // The output gate only shapes the dropped output, never the state.
-        let (z, mut out) = (self.alloc(n * hv * dv)?, self.alloc(n * hv * dv)?);
-        let inputs = GdnInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            b: &b,
-            a: &a,
-            z: &z,
-        };
-        self.gdn_recurrence(layer, state, &chain, inputs, &mut out)?;
-        for buf in [qkv, b, a, q, k, v, z, out] {
-            self.free(buf);
-        }
-        Ok(())
+        let width = plan.tokens() * params.shape.value_heads * params.shape.value_dim;
+        let (z, mut out) = (self.alloc(width)?, self.alloc(width)?);
+        let result = self.gdn_recurrence(params, state, plan, x, &z, &mut out);
+        self.free(z);
+        self.free(out);
+        result
     }
 }
 
-fn gdn_heads(layer: &GatedDeltaNet<CudaBackend>) -> GdnHeads {
+fn gdn_heads(shape: GdnShape) -> GdnHeads {
     GdnHeads {
-        key_heads: layer.key_heads,
-        value_heads: layer.value_heads,
-        key_dim: layer.key_dim,
-        value_dim: layer.value_dim,
+        key_heads: shape.key_heads,
+        value_heads: shape.value_heads,
+        key_dim: shape.key_dim,
+        value_dim: shape.value_dim,
     }
 }
 
-fn gdn_layer(layer: &GatedDeltaNet<CudaBackend>) -> GdnLayer<'_> {
+fn gdn_layer<'a>(params: &GdnParams<'a, CudaBackend>) -> GdnLayer<'a> {
     GdnLayer {
-        heads: gdn_heads(layer),
-        neg_a: &layer.neg_a.0,
-        dt_bias: &layer.dt_bias.0,
-        norm_weight: &layer.norm_weight.0,
-        eps: layer.eps,
+        heads: gdn_heads(params.shape),
+        neg_a: &params.neg_a.0,
+        dt_bias: &params.dt_bias.0,
+        norm_weight: &params.norm_weight.0,
+        eps: params.eps,
     }
 }

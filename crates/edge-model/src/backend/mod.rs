@@ -7,12 +7,17 @@
 //! ([`Backend::Memory`]). The CPU backend ([`crate::cpu::Cpu`]) is the reference every
 //! other backend is tested against.
 
+mod params;
+mod plan;
+
+pub use params::{
+    AttentionParams, AttentionShape, GdnInputs, GdnKept, GdnParams, GdnShape, KvObserver,
+};
+pub use plan::{ForwardPlan, SpanPlan, TreePlan};
+
 use crate::Result;
-use crate::layers::attention::{GatedAttention, KvObserver};
-use crate::layers::gdn::GatedDeltaNet;
-use edge_kvcache::{BlockId, CacheConfig, CacheMemory, CacheSpec, SlotId};
+use edge_kvcache::{CacheConfig, CacheMemory, CacheSpec};
 use std::fmt::Debug;
-use std::ops::Range;
 
 /// How [`Backend::gate`] gates its values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,160 +48,6 @@ impl LinearShape for edge_quant::linear::Linear {
     fn weight_bytes(&self) -> usize {
         edge_quant::linear::Linear::weight_bytes(self)
     }
-}
-
-/// One sequence's share of a forward pass, as the layer operations see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpanPlan {
-    /// Its rows of the batch.
-    pub rows: Range<usize>,
-    /// The cache row (= position) of its first row; row `i` of the span is cache row
-    /// `first + i` and attends to cache rows `0..=first + i`.
-    pub first: usize,
-    /// Its pages, covering at least cache rows `0..first + rows.len()`.
-    pub pages: Vec<BlockId>,
-    /// Its recurrent-state slot.
-    pub slot: SlotId,
-    /// For a token tree: where its rows are stored and what they see (`first` is then
-    /// the committed end, and every row also sees the rows before it).
-    pub tree: Option<TreePlan>,
-}
-
-/// A token-tree span's layout as the operations see it (see
-/// [`crate::TreeLayout`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TreePlan {
-    /// Per row: its cache row as an offset from the committed end.
-    pub slots: Vec<u32>,
-    /// Per row: the offsets past the committed end that its attention sees.
-    pub visible: Vec<u64>,
-    /// Per row: its parent row within the span (`None` for a root, whose recurrent
-    /// inputs continue the committed state).
-    pub parents: Vec<Option<u32>>,
-}
-
-impl TreePlan {
-    /// Cache rows past the committed end that the tree touches.
-    pub fn extent(&self) -> usize {
-        self.slots
-            .iter()
-            .map(|&s| s as usize + 1)
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Row `row`'s path from its root, root first.
-    pub fn path(&self, row: usize) -> Vec<usize> {
-        let mut path = vec![row];
-        while let Some(p) = self.parents[*path.last().expect("non-empty")] {
-            path.push(p as usize);
-        }
-        path.reverse();
-        path
-    }
-}
-
-impl SpanPlan {
-    /// Rows in the span.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// True for an empty span (never in a validated plan).
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-}
-
-/// Everything the layer operations need to know about a batch besides its
-/// activations: where each row goes in the cache and whose state it carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForwardPlan {
-    /// The spans, in row order.
-    pub spans: Vec<SpanPlan>,
-    /// The position of each row (RoPE).
-    pub positions: Vec<u32>,
-    /// Tokens per KV page.
-    pub block_size: usize,
-}
-
-impl ForwardPlan {
-    /// Rows of the batch.
-    pub fn tokens(&self) -> usize {
-        self.positions.len()
-    }
-
-    /// The page and row within it where batch row `row` of `span` is cached.
-    pub fn kv_slot(&self, span: &SpanPlan, row: usize) -> (BlockId, usize) {
-        let offset = match &span.tree {
-            Some(tree) => tree.slots[row] as usize,
-            None => row,
-        };
-        self.cache_slot(span, span.first + offset)
-    }
-
-    /// The page and row within it of cache row `r` of `span`'s sequence.
-    pub fn cache_slot(&self, span: &SpanPlan, r: usize) -> (BlockId, usize) {
-        (span.pages[r / self.block_size], r % self.block_size)
-    }
-
-    /// True when some span is a token tree.
-    pub fn has_trees(&self) -> bool {
-        self.spans.iter().any(|s| s.tree.is_some())
-    }
-
-    /// The state slots of the spans, in order.
-    pub fn slots(&self) -> Vec<SlotId> {
-        self.spans.iter().map(|s| s.slot).collect()
-    }
-
-    /// One chain span of `rows` rows on `span`'s state slot: what a tree commit runs its
-    /// accepted path through to advance the Gated DeltaNet (its ops read only the spans'
-    /// rows and slots; the plan has no pages).
-    pub fn gdn_chain(span: &SpanPlan, rows: usize) -> ForwardPlan {
-        ForwardPlan {
-            spans: vec![SpanPlan {
-                rows: 0..rows,
-                first: span.first,
-                pages: Vec::new(),
-                slot: span.slot,
-                tree: None,
-            }],
-            positions: vec![0; rows],
-            block_size: 1,
-        }
-    }
-}
-
-/// The inputs of a Gated DeltaNet recurrence after the conv: head-major per span
-/// `q`, `k` (`[heads, rows, key_dim]`) and `v`; token-major `b`, `a` (β and decay
-/// logits, `[rows, value_heads]`) and `z` (`[rows, value_heads · value_dim]`).
-pub struct GdnInputs<'a, B: Backend> {
-    /// Queries, L2-normalised and scaled by `1/√key_dim`.
-    pub q: &'a B::Buf,
-    /// Keys, L2-normalised.
-    pub k: &'a B::Buf,
-    /// Values.
-    pub v: &'a B::Buf,
-    /// β logits.
-    pub b: &'a B::Buf,
-    /// Decay inputs.
-    pub a: &'a B::Buf,
-    /// Output gate.
-    pub z: &'a B::Buf,
-}
-
-/// What a Gated DeltaNet layer keeps of a pass with token trees, so that committing an
-/// accepted path advances its conv window and state without re-running the path's
-/// forward: the pre-conv `[rows, channels]` projections and the `[rows, value_heads]`
-/// β and decay inputs of every row of the batch.
-pub struct GdnKept<B: Backend> {
-    /// Pre-conv q/k/v projections.
-    pub qkv: B::Buf,
-    /// β logits.
-    pub b: B::Buf,
-    /// Decay inputs.
-    pub a: B::Buf,
 }
 
 /// A device the model runs on: buffers, weights in the device's form, cache memory,
@@ -281,7 +132,7 @@ pub trait Backend: Sized + Send {
     /// (in place).
     fn attention_inputs(
         &mut self,
-        layer: &GatedAttention<Self>,
+        params: &AttentionParams<'_, Self>,
         qg: &Self::Buf,
         k: &mut Self::Buf,
         positions: &[u32],
@@ -341,7 +192,7 @@ pub trait Backend: Sized + Send {
     /// (through the page table), `[rows, heads · head_dim]`.
     fn attend(
         &mut self,
-        layer: &GatedAttention<Self>,
+        shape: AttentionShape,
         kv: &<Self::Memory as CacheMemory>::Kv,
         plan: &ForwardPlan,
         q: &Self::Buf,
@@ -355,7 +206,7 @@ pub trait Backend: Sized + Send {
     #[allow(clippy::too_many_arguments)]
     fn gdn_conv(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut <Self::Memory as CacheMemory>::Recurrent,
         plan: &ForwardPlan,
         qkv: &Self::Buf,
@@ -364,26 +215,29 @@ pub trait Backend: Sized + Send {
         v: &mut Self::Buf,
     ) -> Result<()>;
     /// The gates, the delta rule (carrying each span's recurrent state) and the gated
-    /// norm: `out` is `[rows, value_heads · value_dim]`, token-major. A tree span's
-    /// rows each continue the committed state along their ancestor path (without a
-    /// state per row) and leave the state unchanged.
+    /// norm with output gate `z` (`[rows, value_heads · value_dim]`): `out` is `[rows,
+    /// value_heads · value_dim]`, token-major. A tree span's rows each continue the
+    /// committed state along their ancestor path (without a state per row) and leave
+    /// the state unchanged.
     fn gdn_recurrence(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut <Self::Memory as CacheMemory>::Recurrent,
         plan: &ForwardPlan,
         inputs: GdnInputs<'_, Self>,
+        z: &Self::Buf,
         out: &mut Self::Buf,
     ) -> Result<()>;
-    /// Advances `span`'s conv window and recurrent state along `path` (rows of the
-    /// span, root first, each the child of the one before) from what `kept` holds:
-    /// the accepted path of a token tree.
-    fn gdn_commit(
+    /// Advances each span's recurrent state over its rows by the delta rule, with no
+    /// output: what a token tree's commit runs its accepted path through
+    /// ([`crate::layers::gdn::GatedDeltaNet::commit`]), so a backend may use the
+    /// formulation its tree verification used, keeping the committed state consistent
+    /// with the outputs already verified. `plan` has no token trees.
+    fn gdn_advance(
         &mut self,
-        layer: &GatedDeltaNet<Self>,
+        params: &GdnParams<'_, Self>,
         state: &mut <Self::Memory as CacheMemory>::Recurrent,
-        span: &SpanPlan,
-        kept: &GdnKept<Self>,
-        path: &[usize],
+        plan: &ForwardPlan,
+        inputs: GdnInputs<'_, Self>,
     ) -> Result<()>;
 }
