@@ -55,3 +55,6 @@ pub use session::Session;
 pub use tree::{AcceptedPath, TreeInputs};
 pub use upload::WeightUpload;
 pub use weights::{ActivationMode, Embedding, LoadOptions};
+
+#[cfg(test)]
+mod architecture_tests;

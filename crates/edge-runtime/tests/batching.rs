@@ -22,7 +22,11 @@ fn model() -> Arc<Qwen35Model<Cpu>> {
     Arc::new(Qwen35Model::load(&dir, ActivationMode::None).unwrap())
 }
 
-fn engine(model: &Arc<Qwen35Model<Cpu>>, max_sequences: usize, spec: Option<SpecConfig>) -> Engine {
+fn engine(
+    model: &Arc<Qwen35Model<Cpu>>,
+    max_sequences: usize,
+    spec: Option<SpecConfig>,
+) -> Engine<Cpu> {
     let config = EngineConfig {
         max_sequences,
         prefill_chunk: 16,

@@ -33,7 +33,7 @@ fn model(dir: &str) -> Arc<Qwen35Model<Cpu>> {
         .clone()
 }
 
-fn engine(model: &Arc<Qwen35Model<Cpu>>, spec: Option<SpecConfig>) -> Engine {
+fn engine(model: &Arc<Qwen35Model<Cpu>>, spec: Option<SpecConfig>) -> Engine<Cpu> {
     let config = EngineConfig {
         speculation: spec,
         prefill_chunk: 16,

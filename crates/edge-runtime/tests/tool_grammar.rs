@@ -51,7 +51,7 @@ fn currency_tool() -> Value {
 
 /// The reply to one user message offering `tools`, parsed against them.
 fn reply(
-    engine: &mut Engine,
+    engine: &mut Engine<Cpu>,
     tools: &Value,
     user: &str,
     sampling: SamplingParams,
@@ -65,7 +65,7 @@ fn reply(
 
 /// The engine's output for one user message offering `tools`.
 fn generate(
-    engine: &mut Engine,
+    engine: &mut Engine<Cpu>,
     tools: &Value,
     user: &str,
     sampling: SamplingParams,
@@ -89,7 +89,7 @@ fn generate(
     engine.generate(&req).unwrap()
 }
 
-fn engine(spec: Option<SpecConfig>) -> Engine {
+fn engine(spec: Option<SpecConfig>) -> Engine<Cpu> {
     let config = EngineConfig {
         speculation: spec,
         ..EngineConfig::default()

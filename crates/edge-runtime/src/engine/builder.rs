@@ -174,7 +174,7 @@ impl EngineBuilder {
     /// missing or broken checkpoint, a CUDA device (see `EngineBuilder::build_cuda`
     /// and [`EngineBuilder::spawn`]), or a configuration that cannot work (speculation
     /// without an MTP head, a budget below one page) is a typed error.
-    pub fn build(self) -> Result<Engine> {
+    pub fn build(self) -> Result<Engine<Cpu>> {
         if self.device.is_cuda() {
             return Err(not_a_cpu_engine(self.device));
         }

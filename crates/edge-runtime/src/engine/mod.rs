@@ -95,7 +95,7 @@ impl Default for EngineConfig {
 }
 
 /// A model with its backend and cache, running the requests in flight.
-pub struct Engine<B: Backend = Cpu> {
+pub struct Engine<B: Backend> {
     model: Arc<Qwen35Model<B>>,
     backend: B,
     cache: PagedCache<B::Memory>,
