@@ -15,9 +15,9 @@
 //! template works with `--model`.
 
 use clap::Parser;
+use edge_benches::agentic::read_trajectories;
 use edge_kvcache::{CacheConfig, KvDType};
 use edge_model::{ActivationMode, Qwen35Model};
-use edge_runtime::agentic::read_trajectories;
 use edge_runtime::{ChatTemplate, Engine, EngineConfig, GenerateRequest, Tokenizer};
 use std::path::PathBuf;
 use std::sync::Arc;

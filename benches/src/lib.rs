@@ -2,6 +2,8 @@
 //! random data, the decode shapes, and weight sets large enough that a benchmark
 //! streams them from DRAM instead of the last-level cache.
 
+pub mod agentic;
+
 use edge_core::Bytes;
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor};

@@ -19,6 +19,9 @@ pub enum CliError {
     /// From the quantization crate.
     #[error(transparent)]
     Quant(#[from] edge_quant::QuantError),
+    /// A recorded agentic conversation file (`bench agentic`).
+    #[error(transparent)]
+    Trajectories(#[from] edge_benches::agentic::TrajectoryError),
     /// From `bench bfcl`.
     #[error(transparent)]
     Bfcl(#[from] crate::commands::bfcl::BfclError),

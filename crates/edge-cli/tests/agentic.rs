@@ -14,8 +14,7 @@ fn bin() -> Command {
 }
 
 fn dataset() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../edge-runtime/tests/data/agentic_synthetic.jsonl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/data/agentic_synthetic.jsonl")
 }
 
 fn scratch(name: &str) -> PathBuf {

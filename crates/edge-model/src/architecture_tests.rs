@@ -76,6 +76,9 @@ fn the_orchestration_names_no_backend() {
         "batch.rs",
         "rope.rs",
     ]);
-    let found = uses(&orchestration, &["crate::cpu", "crate::cuda", "Cpu", "CudaBackend"]);
+    let found = uses(
+        &orchestration,
+        &["crate::cpu", "crate::cuda", "Cpu", "CudaBackend"],
+    );
     assert!(found.is_empty(), "{found:#?}");
 }

@@ -7,7 +7,6 @@
 mod error;
 
 pub use error::{Result, RuntimeError};
-pub mod agentic;
 pub mod chat_template;
 #[cfg(feature = "demo-model")]
 pub mod demo;

@@ -15,7 +15,7 @@ mod report;
 use crate::cli_error::CliError;
 use clap::Args;
 use client::{BackendArgs, OpenBackend};
-use edge_runtime::agentic::read_trajectories;
+use edge_benches::agentic::read_trajectories;
 use plot::Series;
 use report::{Report, RunInfo};
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 use super::client::{ChatBackend, ClientError};
 use super::iou;
 use super::metrics::TurnRecord;
-use edge_runtime::agentic::Trajectory;
+use edge_benches::agentic::Trajectory;
 use serde_json::{Value, json};
 
 /// The request body of client turn `i` of `t`, field for field what the harness
@@ -120,12 +120,12 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use edge_runtime::agentic::read_trajectories;
+    use edge_benches::agentic::read_trajectories;
     use std::path::Path;
 
     fn synthetic() -> Vec<Trajectory> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../edge-runtime/tests/data/agentic_synthetic.jsonl");
+            .join("../../benches/data/agentic_synthetic.jsonl");
         read_trajectories(&path).unwrap()
     }
 

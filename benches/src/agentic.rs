@@ -9,9 +9,41 @@
 //! turn's own rows, never the model's earlier output. The recorded assistant row right
 //! after a client turn is that turn's ground truth ([`Trajectory::answer`]).
 
-use crate::{Result, RuntimeError};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why a trajectory file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TrajectoryError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A row is not a message row of the format.
+    #[error("{path}:{line}: {message}")]
+    Row {
+        /// The file.
+        path: PathBuf,
+        /// Its line (from 1).
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A conversation's rows do not make a conversation.
+    #[error("conversation {id}: {message}")]
+    Conversation {
+        /// Its `conversation_id`.
+        id: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+type Result<T> = std::result::Result<T, TrajectoryError>;
 
 /// One recorded conversation.
 #[derive(Clone, Debug)]
@@ -51,16 +83,20 @@ impl Trajectory {
 /// Reads every conversation of a JSONL file, in order of first appearance, rows
 /// sorted by `turn`.
 pub fn read_trajectories(path: &Path) -> Result<Vec<Trajectory>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        RuntimeError::InvalidRequest(format!("cannot read {}: {e}", path.display()))
+    let text = std::fs::read_to_string(path).map_err(|source| TrajectoryError::Read {
+        path: path.to_path_buf(),
+        source,
     })?;
     let mut rows: Vec<(String, u64, Value)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at =
-            |m: String| RuntimeError::InvalidRequest(format!("{}:{}: {m}", path.display(), i + 1));
+        let at = |message: String| TrajectoryError::Row {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message,
+        };
         let v: Value = serde_json::from_str(line).map_err(|e| at(e.to_string()))?;
         let id = v["conversation_id"]
             .as_str()
@@ -87,7 +123,10 @@ pub fn read_trajectories(path: &Path) -> Result<Vec<Trajectory>> {
 }
 
 fn build<'a>(id: &str, rows: impl Iterator<Item = &'a Value>) -> Result<Trajectory> {
-    let bad = |m: String| RuntimeError::InvalidRequest(format!("conversation {id}: {m}"));
+    let bad = |message: String| TrajectoryError::Conversation {
+        id: id.to_string(),
+        message,
+    };
     let mut t = Trajectory {
         id: id.to_string(),
         tools: None,
@@ -170,9 +209,8 @@ mod tests {
 
     #[test]
     fn rows_become_requests_of_the_recorded_history() {
-        let dir = std::env::temp_dir().join(format!("edge-agentic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("t.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
         let rows = [
             r#"{"conversation_id":"a","turn":2,"role":"assistant","reasoning_content":"look","tool_calls":[{"id":"c0","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]}"#,
             r#"{"conversation_id":"a","turn":1,"role":"user","content":"fix it","system":"be brief","tools":[{"type":"function","function":{"name":"bash"}}]}"#,
@@ -181,7 +219,6 @@ mod tests {
         ];
         std::fs::write(&path, rows.join("\n")).unwrap();
         let t = read_trajectories(&path).unwrap();
-        std::fs::remove_dir_all(&dir).ok();
         assert_eq!(t.len(), 2);
         let a = &t[0];
         assert_eq!(a.id, "a");
@@ -198,12 +235,12 @@ mod tests {
         assert_eq!(t[1].request(0).len(), 1);
     }
 
-    /// The committed synthetic trajectory file (`tests/data/agentic_synthetic.jsonl`,
+    /// The committed synthetic trajectory file (`benches/data/agentic_synthetic.jsonl`,
     /// the MLCommons format): requests are the recorded history up to each client
     /// turn, never anything generated.
     #[test]
     fn synthetic_file_replays_as_the_harness_does() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/agentic_synthetic.jsonl");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/agentic_synthetic.jsonl");
         let t = read_trajectories(&path).unwrap();
         assert_eq!(t.len(), 2);
         let a = &t[0];
@@ -256,19 +293,17 @@ mod tests {
 
     #[test]
     fn malformed_rows_are_errors_naming_the_line() {
-        let dir = std::env::temp_dir().join(format!("edge-agentic-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("bad.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
         std::fs::write(&path, "{\"conversation_id\":\"a\",\"turn\":1,\"role\":\"user\",\"content\":\"x\"}\nnot json\n").unwrap();
         let e = read_trajectories(&path).unwrap_err().to_string();
         assert!(e.contains("bad.jsonl:2"), "{e}");
         std::fs::write(&path, r#"{"conversation_id":"a","turn":1,"role":"robot"}"#).unwrap();
         let e = read_trajectories(&path).unwrap_err().to_string();
         assert!(e.contains("unknown role"), "{e}");
-        std::fs::remove_dir_all(&dir).ok();
         assert!(matches!(
-            read_trajectories(&dir.join("missing.jsonl")),
-            Err(crate::RuntimeError::InvalidRequest(_))
+            read_trajectories(&dir.path().join("missing.jsonl")),
+            Err(TrajectoryError::Read { .. })
         ));
     }
 }
