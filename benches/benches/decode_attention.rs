@@ -44,7 +44,7 @@ fn decode_attention(c: &mut Criterion) {
             for r in 0..BLOCK {
                 let k: Vec<f32> = (0..KV_HEADS * D).map(|_| next()).collect();
                 let v: Vec<f32> = (0..KV_HEADS * D).map(|_| next()).collect();
-                mem.kv_mut(0).write_row(p, r, &k, &v);
+                mem.kv_mut(0).write_row(p, r, &k, &v).unwrap();
             }
         }
         let kv = mem.kv(0);

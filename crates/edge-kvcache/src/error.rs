@@ -48,6 +48,11 @@ pub enum KvCacheError {
     /// unspecified: restore again or release the sequence).
     #[error("cache memory: {0}")]
     Memory(String),
+    /// A page, row or state slot the memory does not hold (one the cache never handed
+    /// out, or gave back), a slot asked for twice, or a row of the wrong width. Nothing
+    /// was written.
+    #[error("cache memory access: {0}")]
+    Access(String),
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),

@@ -94,13 +94,13 @@ impl Harness {
             for layer in 0..LAYERS {
                 let (k, v) = row(layer, t, pos);
                 mem.kv_mut(layer)
-                    .write_row(pages[pos / block], pos % block, &k, &v);
+                    .write_row(pages[pos / block], pos % block, &k, &v)?;
             }
         }
         let mut all = held.clone();
         all.extend_from_slice(tokens);
         let (c, s) = state_of(&all);
-        let mut slots = mem.recurrent_mut(0).slots_mut(&[slot]);
+        let mut slots = mem.recurrent_mut(0).slots_mut(&[slot])?;
         slots[0].0.copy_from_slice(&c);
         slots[0].1.copy_from_slice(&s);
         self.cache.set_len(seq, all.len())?;
@@ -131,7 +131,7 @@ impl Harness {
                 }
             }
             let mem = self.cache.memory_mut();
-            let parts = mem.recurrent_mut(0).slots_mut(&[slot]);
+            let parts = mem.recurrent_mut(0).slots_mut(&[slot]).unwrap();
             let (c, s) = state_of(&held);
             assert_eq!(
                 (&parts[0].0[..], &parts[0].1[..]),
@@ -363,7 +363,11 @@ fn a_reused_state_slot_starts_zeroed_and_free_slots_count_in_the_budget() {
     let mut cache = PagedCache::<HostMemory>::new(s.clone(), config).unwrap();
     let a = cache.new_sequence(4).unwrap();
     let slot = cache.sequence(a).unwrap().slot;
-    cache.memory_mut().recurrent_mut(0).slots_mut(&[slot])[0]
+    cache
+        .memory_mut()
+        .recurrent_mut(0)
+        .slots_mut(&[slot])
+        .unwrap()[0]
         .1
         .fill(5.0);
     cache.release(a).unwrap();
@@ -371,7 +375,11 @@ fn a_reused_state_slot_starts_zeroed_and_free_slots_count_in_the_budget() {
     let b = cache.new_sequence(4).unwrap();
     let slot = cache.sequence(b).unwrap().slot;
     assert!(
-        cache.memory_mut().recurrent_mut(0).slots_mut(&[slot])[0]
+        cache
+            .memory_mut()
+            .recurrent_mut(0)
+            .slots_mut(&[slot])
+            .unwrap()[0]
             .1
             .iter()
             .all(|&x| x == 0.0)

@@ -6,7 +6,10 @@
 //! so attention walks them sequentially.
 
 use super::CacheMemory;
-use crate::{AttentionLayerSpec, BlockId, CacheSpec, KvDType, RecurrentLayerSpec, Result, SlotId};
+use crate::{
+    AttentionLayerSpec, BlockId, CacheSpec, KvCacheError, KvDType, RecurrentLayerSpec, Result,
+    SlotId,
+};
 use edge_quant::formats::e4m3;
 
 /// Pages of one element type; `None` where a page has no storage.
@@ -37,6 +40,10 @@ impl<T: Copy + Default> Pages<T> {
         if let Some(p) = self.pages.get_mut(page) {
             *p = None;
         }
+    }
+
+    fn holds(&self, page: usize) -> bool {
+        self.pages.get(page).is_some_and(Option::is_some)
     }
 
     fn get(&self, page: usize) -> &[T] {
@@ -225,9 +232,37 @@ impl HostKv {
         self.saw_nan
     }
 
+    /// An error unless `row` of `page` is storage of this layer.
+    fn check_row(&self, page: BlockId, row: usize) -> Result<()> {
+        if row >= self.block_size {
+            return Err(KvCacheError::Access(format!(
+                "row {row} of a page of {} rows",
+                self.block_size
+            )));
+        }
+        if !each_arena!(&self.keys, p => p.holds(page.index())) {
+            return Err(KvCacheError::Access(format!(
+                "page {} has no storage (the cache did not hand it out)",
+                page.index()
+            )));
+        }
+        Ok(())
+    }
+
     /// Stores one token's keys and values (`[kv_heads · head_dim]` each, head-major)
-    /// at row `row` of `page`, encoded in the page's element type.
-    pub fn write_row(&mut self, page: BlockId, row: usize, k: &[f32], v: &[f32]) {
+    /// at row `row` of `page`, encoded in the page's element type. A page without
+    /// storage, a row past the page or rows of another width are a
+    /// [`KvCacheError::Access`] error, and nothing is written.
+    pub fn write_row(&mut self, page: BlockId, row: usize, k: &[f32], v: &[f32]) -> Result<()> {
+        self.check_row(page, row)?;
+        let width = self.spec.kv_heads * self.spec.head_dim;
+        if k.len() != width || v.len() != width {
+            return Err(KvCacheError::Access(format!(
+                "key and value rows of {} and {} values for a layer {width} wide",
+                k.len(),
+                v.len()
+            )));
+        }
         self.saw_nan |= k.iter().chain(v).any(|x| x.is_nan());
         let d = self.spec.head_dim;
         for h in 0..self.spec.kv_heads {
@@ -236,14 +271,18 @@ impl HostKv {
             self.keys.write(page.index(), at, ks, self.spec.k_scale);
             self.values.write(page.index(), at, vs, self.spec.v_scale);
         }
+        Ok(())
     }
 }
 
 impl HostKv {
     /// Copies one cached row (every KV head's key and value, in the stored element
     /// type: no re-encoding) from `(page, row)` `from` to `to`. Tree speculation's
-    /// commit moves accepted rows to their final places with it.
-    pub fn copy_row(&mut self, from: (BlockId, usize), to: (BlockId, usize)) {
+    /// commit moves accepted rows to their final places with it. Either place outside
+    /// the layer's storage is a [`KvCacheError::Access`] error, and nothing is copied.
+    pub fn copy_row(&mut self, from: (BlockId, usize), to: (BlockId, usize)) -> Result<()> {
+        self.check_row(from.0, from.1)?;
+        self.check_row(to.0, to.1)?;
         let d = self.spec.head_dim;
         for h in 0..self.spec.kv_heads {
             let a = self.head_range(h, from.1..from.1 + 1).start;
@@ -252,6 +291,7 @@ impl HostKv {
             each_arena!(&mut self.keys, p => p.copy_run(src, dst, d));
             each_arena!(&mut self.values, p => p.copy_run(src, dst, d));
         }
+        Ok(())
     }
 }
 
@@ -269,11 +309,10 @@ impl HostRecurrent {
         &self.spec
     }
 
-    /// The conv window and recurrent state of each of `slots` (distinct), in order.
-    ///
-    /// Panics if a slot repeats or has no storage: slots come from the cache, one per
-    /// live sequence.
-    pub fn slots_mut(&mut self, slots: &[SlotId]) -> Vec<(&mut [f32], &mut [f32])> {
+    /// The conv window and recurrent state of each of `slots` (distinct), in order. A
+    /// slot asked for twice, or one without storage (the cache did not hand it out),
+    /// is a [`KvCacheError::Access`] error.
+    pub fn slots_mut(&mut self, slots: &[SlotId]) -> Result<Vec<(&mut [f32], &mut [f32])>> {
         let mut conv: Vec<Option<&mut Box<[f32]>>> =
             self.conv.iter_mut().map(Option::as_mut).collect();
         let mut state: Vec<Option<&mut Box<[f32]>>> =
@@ -281,9 +320,15 @@ impl HostRecurrent {
         slots
             .iter()
             .map(|s| {
-                let c = conv[s.index()].take().expect("a distinct, live slot");
-                let r = state[s.index()].take().expect("a distinct, live slot");
-                (&mut c[..], &mut r[..])
+                let taken = (conv.get_mut(s.index()).and_then(Option::take))
+                    .zip(state.get_mut(s.index()).and_then(Option::take));
+                let (c, r) = taken.ok_or_else(|| {
+                    KvCacheError::Access(format!(
+                        "state slot {} asked for twice or without storage",
+                        s.index()
+                    ))
+                })?;
+                Ok((&mut c[..], &mut r[..]))
             })
             .collect()
     }
@@ -481,8 +526,8 @@ mod tests {
             let (p, q) = (BlockId::new(0), BlockId::new(3));
             m.materialize_page(p).unwrap();
             m.materialize_page(q).unwrap();
-            m.kv_mut(0).write_row(p, 1, &k, &v);
-            m.kv_mut(0).write_row(p, 2, &v, &k);
+            m.kv_mut(0).write_row(p, 1, &k, &v).unwrap();
+            m.kv_mut(0).write_row(p, 2, &v, &k).unwrap();
             let kv = m.kv(0);
             for h in 0..2 {
                 let got = decoded(kv.keys(p, h, 1..2), 0.5);
@@ -514,7 +559,7 @@ mod tests {
         m.materialize_slot(a).unwrap();
         m.materialize_slot(b).unwrap();
         {
-            let mut parts = m.recurrent_mut(0).slots_mut(&[b, a]);
+            let mut parts = m.recurrent_mut(0).slots_mut(&[b, a]).unwrap();
             parts[0].0.copy_from_slice(&[1.0, 2.0]);
             parts[1].1.copy_from_slice(&[3.0, 4.0, 5.0]);
         }
@@ -525,5 +570,39 @@ mod tests {
         assert_eq!(m.save_state(a).unwrap(), saved);
         m.clear_state(b).unwrap();
         assert_eq!(m.save_state(b).unwrap().layer(0).0, &[0.0, 0.0]);
+    }
+
+    #[test]
+    fn pages_rows_and_slots_the_cache_never_handed_out_are_errors() {
+        let mut m = HostMemory::new(&spec(KvDType::Fp8E4M3)).unwrap();
+        let (p, unknown) = (BlockId::new(0), BlockId::new(5));
+        m.materialize_page(p).unwrap();
+        let row = [1.0; 6];
+        let access = |r: Result<()>| matches!(r, Err(KvCacheError::Access(_)));
+        assert!(access(m.kv_mut(0).write_row(unknown, 0, &row, &row)));
+        assert!(
+            access(m.kv_mut(0).write_row(p, 4, &row, &row)),
+            "past the page"
+        );
+        assert!(
+            access(m.kv_mut(0).write_row(p, 0, &row[..3], &row)),
+            "narrow"
+        );
+        assert!(access(m.kv_mut(0).copy_row((p, 0), (unknown, 0))));
+        m.drop_page(p);
+        assert!(
+            access(m.kv_mut(0).write_row(p, 0, &row, &row)),
+            "given back"
+        );
+        assert!(!m.kv(0).may_hold_nan());
+
+        let (a, b) = (SlotId::new(0), SlotId::new(1));
+        m.materialize_slot(a).unwrap();
+        let err =
+            |r: Result<Vec<(&mut [f32], &mut [f32])>>| matches!(r, Err(KvCacheError::Access(_)));
+        assert!(err(m.recurrent_mut(0).slots_mut(&[b])), "never handed out");
+        assert!(err(m.recurrent_mut(0).slots_mut(&[a, a])), "twice");
+        assert!(err(m.recurrent_mut(0).slots_mut(&[SlotId::new(9)])));
+        assert_eq!(m.recurrent_mut(0).slots_mut(&[a]).unwrap().len(), 1);
     }
 }

@@ -13,6 +13,7 @@ use super::attention_paged::{GroupQueries, SpanRows, attend_span};
 use super::kv_rows::rows_f32;
 use super::norm::rms_norm_zero_centred;
 use super::simd::{axpy, dispatch, dot, weight_exp};
+use crate::Result;
 use crate::backend::{AttentionParams, AttentionShape, ForwardPlan, SpanPlan};
 use edge_core::par;
 use edge_kvcache::BlockId;
@@ -69,15 +70,16 @@ pub fn prepare(
 }
 
 /// Stores every row's keys and values (`[rows, kv_heads · head_dim]`) in its cache row.
-pub fn store(kv: &mut HostKv, plan: &ForwardPlan, k: &[f32], v: &[f32]) {
+pub fn store(kv: &mut HostKv, plan: &ForwardPlan, k: &[f32], v: &[f32]) -> Result<()> {
     let w = kv.spec().row_width();
     for span in &plan.spans {
         for i in 0..span.len() {
             let (page, row) = plan.kv_slot(span, i);
             let r = span.rows.start + i;
-            kv.write_row(page, row, &k[r * w..][..w], &v[r * w..][..w]);
+            kv.write_row(page, row, &k[r * w..][..w], &v[r * w..][..w])?;
         }
     }
+    Ok(())
 }
 
 /// Causal attention of every row over its sequence's cached rows; `q` and `out` are
@@ -417,7 +419,9 @@ mod tests {
                     let v: Vec<f32> = (0..2 * d)
                         .map(|i| 2.0 * wave(s * 2 * d + i, 0.91))
                         .collect();
-                    mem.kv_mut(0).write_row(pages[s / block], s % block, &k, &v);
+                    mem.kv_mut(0)
+                        .write_row(pages[s / block], s % block, &k, &v)
+                        .unwrap();
                 }
                 // A NaN key makes every output NaN, as the exact decode gives.
                 let mut nan_mem = HostMemory::new(&spec).unwrap();
@@ -425,7 +429,8 @@ mod tests {
                 let nan_row = vec![f32::NAN; 2 * d];
                 nan_mem
                     .kv_mut(0)
-                    .write_row(BlockId::new(0), 0, &nan_row, &nan_row);
+                    .write_row(BlockId::new(0), 0, &nan_row, &nan_row)
+                    .unwrap();
                 let nan_view = GroupView {
                     kv: nan_mem.kv(0),
                     pages: &[BlockId::new(0)],
@@ -488,7 +493,9 @@ mod tests {
         for s in 0..rows {
             let k: Vec<f32> = (0..2 * d).map(|i| wave(s * 2 * d + i, 0.37)).collect();
             let v: Vec<f32> = (0..2 * d).map(|i| wave(s * 2 * d + i, 0.91)).collect();
-            mem.kv_mut(0).write_row(pages[s / block], s % block, &k, &v);
+            mem.kv_mut(0)
+                .write_row(pages[s / block], s % block, &k, &v)
+                .unwrap();
             keys.push(k);
             values.push(v);
         }

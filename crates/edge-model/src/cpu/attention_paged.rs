@@ -188,7 +188,9 @@ mod tests {
                         .map(|i| 2.0 * wave(s * 2 * d + i, 0.37))
                         .collect();
                     let v: Vec<f32> = (0..2 * d).map(|i| wave(s * 2 * d + i, 0.91)).collect();
-                    mem.kv_mut(0).write_row(pages[s / block], s % block, &k, &v);
+                    mem.kv_mut(0)
+                        .write_row(pages[s / block], s % block, &k, &v)
+                        .unwrap();
                 }
                 let kv = mem.kv(0);
                 let stored = |s: usize, keys: bool| -> Vec<f32> {

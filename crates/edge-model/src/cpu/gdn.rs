@@ -6,6 +6,7 @@ use super::conv::{ConvRange, conv_range};
 use super::delta_rule::{self, HeadInputs};
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, softplus};
 use super::scratch::Scratch;
+use crate::Result;
 use crate::backend::{ForwardPlan, GdnParams};
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
@@ -24,10 +25,10 @@ pub fn conv(
     plan: &ForwardPlan,
     qkv: &[f32],
     (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
-) {
+) -> Result<()> {
     let c = layer.shape.channels();
     let (hk, hv, dk, dv) = dims(layer);
-    let mut slots = state.slots_mut(&plan.slots());
+    let mut slots = state.slots_mut(&plan.slots())?;
     // Each head's output and channel range, in channel order: q, k, then v heads, for
     // every span.
     let mut ranges: Vec<(bool, usize, ConvRange<'_>)> =
@@ -85,6 +86,7 @@ pub fn conv(
             }
         }
     });
+    Ok(())
 }
 
 /// `(key_heads, value_heads, key_dim, value_dim)` of a layer.
@@ -114,7 +116,7 @@ pub fn recurrence(
     (x, z): (Inputs<'_>, &[f32]),
     out: &mut [f32],
     scratch: &mut Scratch,
-) {
+) -> Result<()> {
     let (hk, hv, dk, dv) = dims(layer);
     let group = hv / hk;
     let t = plan.tokens();
@@ -132,7 +134,7 @@ pub fn recurrence(
         Some(c) => c,
         None => out,
     };
-    let mut slots = state.slots_mut(&plan.slots());
+    let mut slots = state.slots_mut(&plan.slots())?;
     let mut items = Vec::with_capacity(plan.spans.len() * hv);
     let mut rest = target;
     for (span, (_, recurrent)) in plan.spans.iter().zip(slots.iter_mut()) {
@@ -186,4 +188,5 @@ pub fn recurrence(
         });
         scratch.give(core);
     }
+    Ok(())
 }

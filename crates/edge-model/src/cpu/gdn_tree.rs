@@ -11,6 +11,7 @@
 use super::delta_tree::{self, TreeHead};
 use super::gdn;
 use super::norm::{gated_rms_norm, l2_norm, sigmoid, silu, softplus};
+use crate::Result;
 use crate::backend::{ForwardPlan, GdnParams};
 use edge_core::par;
 use edge_kvcache::memory::HostRecurrent;
@@ -27,12 +28,12 @@ pub fn conv(
     plan: &ForwardPlan,
     qkv: &[f32],
     (q, k, v): (&mut [f32], &mut [f32], &mut [f32]),
-) {
+) -> Result<()> {
     let c = layer.shape.channels();
     let (hk, hv, dk, dv) = gdn::dims(layer);
     let hist = layer.shape.kernel - 1;
     let q_scale = 1.0 / (dk as f32).sqrt();
-    let slots = state.slots_mut(&plan.slots());
+    let slots = state.slots_mut(&plan.slots())?;
     let mut out = vec![0.0f32; c];
     for (span, (window, _)) in plan.spans.iter().zip(&slots) {
         let Some(tree) = &span.tree else { continue };
@@ -82,6 +83,7 @@ pub fn conv(
             }
         }
     }
+    Ok(())
 }
 
 /// The delta rule and gated norm of each tree span's rows: row `i` continues the
@@ -93,9 +95,9 @@ pub fn recurrence(
     plan: &ForwardPlan,
     (x, z): (gdn::Inputs<'_>, &[f32]),
     out: &mut [f32],
-) {
+) -> Result<()> {
     let (hk, hv, dk, dv) = gdn::dims(layer);
-    let slots = state.slots_mut(&plan.slots());
+    let slots = state.slots_mut(&plan.slots())?;
     let mut items = Vec::new();
     for (span, (_, committed)) in plan.spans.iter().zip(&slots) {
         if let Some(tree) = &span.tree {
@@ -141,6 +143,7 @@ pub fn recurrence(
             );
         }
     }
+    Ok(())
 }
 
 /// Value head `j`'s write strengths `β` and log decays `g` of batch `rows`.
@@ -168,9 +171,9 @@ pub fn advance(
     state: &mut HostRecurrent,
     plan: &ForwardPlan,
     x: gdn::Inputs<'_>,
-) {
+) -> Result<()> {
     let (hk, hv, dk, dv) = gdn::dims(layer);
-    let mut slots = state.slots_mut(&plan.slots());
+    let mut slots = state.slots_mut(&plan.slots())?;
     let mut items = Vec::with_capacity(plan.spans.len() * hv);
     for (span, (_, recurrent)) in plan.spans.iter().zip(slots.iter_mut()) {
         debug_assert!(span.tree.is_none(), "advance runs chains");
@@ -195,4 +198,5 @@ pub fn advance(
         };
         delta_tree::advance(&head, s);
     });
+    Ok(())
 }

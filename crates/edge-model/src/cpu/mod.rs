@@ -236,8 +236,7 @@ impl Backend for Cpu {
         k: &ScratchBuf,
         v: &ScratchBuf,
     ) -> Result<()> {
-        attention::store(kv, plan, k, v);
-        Ok(())
+        attention::store(kv, plan, k, v)
     }
 
     fn attend(
@@ -262,9 +261,9 @@ impl Backend for Cpu {
         k: &mut ScratchBuf,
         v: &mut ScratchBuf,
     ) -> Result<()> {
-        gdn::conv(params, state, plan, qkv, (&mut *q, &mut *k, &mut *v));
+        gdn::conv(params, state, plan, qkv, (&mut *q, &mut *k, &mut *v))?;
         if plan.has_trees() {
-            gdn_tree::conv(params, state, plan, qkv, (q, k, v));
+            gdn_tree::conv(params, state, plan, qkv, (q, k, v))?;
         }
         Ok(())
     }
@@ -279,9 +278,9 @@ impl Backend for Cpu {
         out: &mut ScratchBuf,
     ) -> Result<()> {
         let inputs = host_inputs(&x);
-        gdn::recurrence(params, state, plan, (inputs, z), out, &mut self.scratch);
+        gdn::recurrence(params, state, plan, (inputs, z), out, &mut self.scratch)?;
         if plan.has_trees() {
-            gdn_tree::recurrence(params, state, plan, (inputs, z), out);
+            gdn_tree::recurrence(params, state, plan, (inputs, z), out)?;
         }
         Ok(())
     }
@@ -293,8 +292,7 @@ impl Backend for Cpu {
         plan: &ForwardPlan,
         x: GdnInputs<'_, Self>,
     ) -> Result<()> {
-        gdn_tree::advance(params, state, plan, host_inputs(&x));
-        Ok(())
+        gdn_tree::advance(params, state, plan, host_inputs(&x))
     }
 
     fn copy_kv_rows(
@@ -305,7 +303,7 @@ impl Backend for Cpu {
         moves: &[(usize, usize)],
     ) -> Result<()> {
         for &(from, to) in moves {
-            kv.copy_row(plan.cache_slot(span, from), plan.cache_slot(span, to));
+            kv.copy_row(plan.cache_slot(span, from), plan.cache_slot(span, to))?;
         }
         Ok(())
     }

@@ -270,24 +270,29 @@ fn kv_store_and_copies_match_the_host_cache(on: Device) {
         for slot in 0..pool * block {
             let zeros = vec![0.0; w];
             host.kv_mut(0)
-                .write_row(BlockId::new(slot / block), slot % block, &zeros, &zeros);
+                .write_row(BlockId::new(slot / block), slot % block, &zeros, &zeros)
+                .unwrap();
         }
         for (i, &s) in stores.iter().enumerate() {
             let s = s as usize;
-            host.kv_mut(0).write_row(
-                BlockId::new(s / block),
-                s % block,
-                &k[i * w..][..w],
-                &v[i * w..][..w],
-            );
+            host.kv_mut(0)
+                .write_row(
+                    BlockId::new(s / block),
+                    s % block,
+                    &k[i * w..][..w],
+                    &v[i * w..][..w],
+                )
+                .unwrap();
         }
         let moves = [(17u32, 40u32), (40, 41), (3, 17)];
         for &(a, b) in &moves {
             let (a, b) = (a as usize, b as usize);
-            host.kv_mut(0).copy_row(
-                (BlockId::new(a / block), a % block),
-                (BlockId::new(b / block), b % block),
-            );
+            host.kv_mut(0)
+                .copy_row(
+                    (BlockId::new(a / block), a % block),
+                    (BlockId::new(b / block), b % block),
+                )
+                .unwrap();
         }
         let rows = AttentionRows {
             table: vec![0],
