@@ -11,6 +11,42 @@
 //! and recurrent-state slots the model does not own), calling its operations through a
 //! [`Backend`]. The CPU backend ([`cpu::Cpu`]) is the reference every device backend
 //! is tested against.
+//!
+//! # Example
+//!
+//! Load a checkpoint and run it with this crate and `edge-kvcache` alone (a doc test,
+//! so it runs with `cargo test`): a random tiny checkpoint is written first, then the
+//! prompt runs as one pass and three greedy tokens follow, one pass each, over the
+//! session's paged cache.
+//!
+//! ```
+//! use edge_kvcache::CacheConfig;
+//! use edge_model::synthetic::{SyntheticDType, tiny_config, write_random_checkpoint};
+//! use edge_model::{ActivationMode, LogitRows, Qwen35Model, Session, argmax};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! write_random_checkpoint(dir.path(), &tiny_config(256), SyntheticDType::Bf16, 7)?;
+//! let model = Qwen35Model::load(dir.path(), ActivationMode::None)?;
+//! let vocab = model.config().vocab_size;
+//!
+//! let mut session = Session::new(&model, CacheConfig::default())?;
+//! let out = session.forward(&[3, 14, 15, 9], LogitRows::Last)?;
+//! assert_eq!(out.logits.len(), vocab);
+//! let mut next = argmax(&out.logits);
+//! for _ in 0..3 {
+//!     let out = session.forward(&[next], LogitRows::Greedy)?;
+//!     next = out.greedy[0];
+//!     assert!((next as usize) < vocab);
+//! }
+//! assert_eq!(session.len(), 7);
+//! // A token outside the vocabulary is a typed error, and the session is unchanged.
+//! let err = session.forward(&[vocab as u32], LogitRows::Last);
+//! assert!(matches!(err, Err(edge_model::ModelError::InvalidInput(_))));
+//! assert_eq!(session.len(), 7);
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod attention_rows;
 pub mod backend;

@@ -11,6 +11,36 @@
 //!
 //! Every operation has a CPU reference implementation that is the oracle for the fast
 //! CPU and CUDA paths.
+//!
+//! # Example
+//!
+//! Quantize a weight matrix to NVFP4 and run it as a linear layer, with nothing but
+//! this crate (the example is a doc test, so it runs with `cargo test`):
+//!
+//! ```
+//! use edge_quant::Nvfp4Tensor;
+//! use edge_quant::linear::{Linear, LinearWeight};
+//!
+//! # fn main() -> edge_quant::Result<()> {
+//! let (rows, cols) = (32, 64);
+//! let weights: Vec<f32> = (0..rows * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+//! let nvfp4 = Nvfp4Tensor::quantize(rows, cols, &weights)?;
+//! // 4 bits per value plus one E4M3 scale per 16 values.
+//! assert_eq!(nvfp4.storage_bytes(), rows * cols / 2 + rows * cols / 16);
+//! let restored = nvfp4.dequantize();
+//! let worst = (weights.iter().zip(&restored)).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+//! assert!(worst < 0.2, "NVFP4 keeps 2 significant bits per block-scaled value: {worst}");
+//!
+//! let layer = Linear::new(rows, cols, LinearWeight::Nvfp4(nvfp4))?;
+//! let tokens = 2;
+//! let x = vec![0.5f32; tokens * cols];
+//! let mut y = vec![0.0f32; tokens * rows];
+//! layer.forward(&x, tokens, &mut y)?;
+//! let row0: f32 = restored[..cols].iter().map(|w| 0.5 * w).sum();
+//! assert!((y[0] - row0).abs() < 1e-3 * (1.0 + row0.abs()));
+//! # Ok(())
+//! # }
+//! ```
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
