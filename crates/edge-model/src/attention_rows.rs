@@ -96,6 +96,7 @@ impl AttentionRows {
 
     /// One decode row per span: span `s` sees its first `lens[s]` rows and stores its
     /// own keys and values in the last of them.
+    #[cfg(test)]
     pub fn decode(
         table: Vec<u32>,
         max_pages: usize,

@@ -100,6 +100,7 @@ impl ModelError {
 
 /// `v` as the u32 a device kernel or a flat plan array takes, or an
 /// [`ModelError::InvalidInput`] naming `op` and `what`.
+#[cfg(feature = "cuda")]
 pub(crate) fn dim_u32(op: &str, what: &str, v: usize) -> Result<u32> {
     u32::try_from(v)
         .map_err(|_| ModelError::InvalidInput(format!("{op}: {what} = {v} exceeds u32")))

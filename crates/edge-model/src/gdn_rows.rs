@@ -76,6 +76,7 @@ impl GdnRows {
     }
 
     /// Chain spans of `rows[s]` rows each on `slots`.
+    #[cfg(test)]
     pub fn chains(slots: Vec<u32>, rows: &[usize]) -> Result<Self> {
         let mut starts = vec![0u32];
         for &n in rows {

@@ -12,6 +12,26 @@
 //! [`Backend`]. The CPU backend ([`cpu::Cpu`]) is the reference every device backend
 //! is tested against.
 //!
+//! # What is public
+//!
+//! - Running a model: [`Qwen35Model`] (load, forward, MTP head, tree commit),
+//!   [`Session`], [`StepBatch`] and [`LogitRows`], [`StepOutput`], [`TopLogits`] and
+//!   the logit reductions ([`argmax`], [`log_sum_exp`], [`top_log_probs`]),
+//!   [`AcceptedPath`], [`TreeInputs`], [`ActivationMode`], [`LoadOptions`],
+//!   [`ModelError`].
+//! - Checkpoints and configuration: [`checkpoint`], [`config`], [`kernel_sources`].
+//! - Writing a backend: [`backend`] (the trait, the plan a pass hands its operations,
+//!   the parameter structs of the layers), [`WeightUpload`], [`rope::Rope`]; the two
+//!   backends, [`cpu`] and `cuda` (feature `cuda`: `CudaBackend` and its cache memory,
+//!   the emulated device).
+//! - Behind features: `export` (writing ModelOpt checkpoints: `edge-llm quantize`) and
+//!   `bench` (random-weight checkpoints, `synthetic`, and the decode-attention kernel on
+//!   its own, for tests and benchmarks).
+//!
+//! The layers' structs (`layers/`), their weights and the device row layouts the CUDA
+//! kernels read are the crate's own: the model is built by loading a checkpoint, never
+//! field by field, and a plan only by the model, so every index in one is checked.
+//!
 //! # Example
 //!
 //! Load a checkpoint and run it with this crate and `edge-kvcache` alone (a doc test,
@@ -48,7 +68,8 @@
 //! # }
 //! ```
 
-pub mod attention_rows;
+#[cfg(feature = "cuda")]
+mod attention_rows;
 pub mod backend;
 mod batch;
 pub mod checkpoint;
@@ -57,23 +78,28 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod error;
+#[cfg(feature = "export")]
 pub mod export;
-pub mod gdn_rows;
+#[cfg(feature = "cuda")]
+mod gdn_rows;
 pub mod kernel_sources;
-pub mod layers;
+pub(crate) mod layers;
 mod load;
 mod logits;
-pub mod manifest;
+#[cfg(any(feature = "bench", feature = "export", test))]
+mod manifest;
 mod model;
 pub mod mtp;
 pub mod rope;
 mod session;
+#[cfg(any(feature = "bench", test))]
 pub mod synthetic;
 mod tree;
 mod upload;
 mod weights;
 
-pub use attention_rows::{AttentionRows, QueryTiles};
+#[cfg(feature = "cuda")]
+use attention_rows::AttentionRows;
 pub use backend::{
     AttentionParams, AttentionShape, Backend, ForwardPlan, Gate, GdnInputs, GdnKept, GdnParams,
     GdnShape, KvObserver, LinearShape, SpanPlan, TreePlan,
@@ -83,9 +109,10 @@ pub use checkpoint::{Checkpoint, TensorView};
 pub use config::{LayerType, Qwen35Config};
 pub use cpu::{Cpu, Scratch, ScratchBuf};
 pub use error::{ModelError, Result};
-pub use gdn_rows::GdnRows;
+#[cfg(feature = "cuda")]
+use gdn_rows::GdnRows;
 pub use logits::{TopLogits, argmax, log_sum_exp, top_log_probs};
-pub use model::{DecoderLayer, Mixer, Qwen35Model, StepOutput};
+pub use model::{Qwen35Model, StepOutput};
 pub use mtp::MtpHead;
 pub use session::Session;
 pub use tree::{AcceptedPath, TreeInputs};

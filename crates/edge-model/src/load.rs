@@ -12,6 +12,7 @@ use crate::model::{DecoderLayer, Mixer, Qwen35Model};
 use crate::mtp::MtpHead;
 use crate::rope::Rope;
 use crate::weights::{ActivationMode, Embedding, LoadOptions, WeightReader};
+#[cfg(feature = "export")]
 use edge_quant::linear::Linear;
 use std::path::Path;
 
@@ -76,7 +77,8 @@ impl Qwen35Model<Cpu> {
 
     /// Every decoder-layer linear with its module name (`model.layers.{i}.…`), for
     /// calibration.
-    pub fn layer_linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
+    #[cfg(feature = "export")]
+    pub(crate) fn layer_linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
         let mut out = Vec::new();
         for (i, layer) in self.layers.iter_mut().enumerate() {
             let p = format!("model.layers.{i}");
@@ -103,7 +105,8 @@ impl Qwen35Model<Cpu> {
     }
 
     /// Every full-attention mixer with its module name (`model.layers.{i}.self_attn`).
-    pub fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention<Cpu>)> {
+    #[cfg(feature = "export")]
+    pub(crate) fn attention_mut(&mut self) -> Vec<(String, &mut GatedAttention<Cpu>)> {
         self.layers
             .iter_mut()
             .enumerate()

@@ -27,16 +27,16 @@ pub enum Mixer<B: Backend> {
 #[derive(Debug)]
 pub struct DecoderLayer<B: Backend> {
     /// `input_layernorm` (zero-centred).
-    pub input_norm: B::Vector,
+    pub(crate) input_norm: B::Vector,
     /// `post_attention_layernorm` (zero-centred).
-    pub post_norm: B::Vector,
+    pub(crate) post_norm: B::Vector,
     /// The mixer.
-    pub mixer: Mixer<B>,
+    pub(crate) mixer: Mixer<B>,
     /// The MLP.
-    pub mlp: Mlp<B>,
+    pub(crate) mlp: Mlp<B>,
     /// Index of the mixer's layer in the cache: among the attention layers of
     /// [`CacheSpec::attention`] or the recurrent layers of [`CacheSpec::recurrent`].
-    pub cache_layer: usize,
+    pub(crate) cache_layer: usize,
 }
 
 impl<B: Backend> DecoderLayer<B> {
@@ -124,7 +124,8 @@ impl<B: Backend> Qwen35Model<B> {
     }
 
     /// The decoder layers.
-    pub fn layers(&self) -> &[DecoderLayer<B>] {
+    #[cfg(test)]
+    pub(crate) fn layers(&self) -> &[DecoderLayer<B>] {
         &self.layers
     }
 

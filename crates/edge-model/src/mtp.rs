@@ -24,7 +24,7 @@ pub struct MtpHead<B: Backend> {
 
 impl<B: Backend> MtpHead<B> {
     /// The head's attention mixer.
-    pub fn attention(&self) -> &GatedAttention<B> {
+    pub(crate) fn attention(&self) -> &GatedAttention<B> {
         match &self.layer.mixer {
             Mixer::Attention(a) => a,
             Mixer::Gdn(_) => unreachable!("the MTP block is loaded with an attention mixer"),

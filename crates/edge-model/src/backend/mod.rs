@@ -1,6 +1,6 @@
 //! The narrow interface between the model's orchestration and a device.
 //!
-//! The layers ([`crate::layers`]) and the model ([`crate::Qwen35Model`]) are written
+//! The layers (`layers/`) and the model ([`crate::Qwen35Model`]) are written
 //! once, over [`Backend`]: they allocate buffers, call its operations in order and
 //! never touch a value. A backend owns its buffers ([`Backend::Buf`]), the form its
 //! weights take on the device, and the device memory of the cache
@@ -230,7 +230,7 @@ pub trait Backend: Sized + Send {
     ) -> Result<()>;
     /// Advances each span's recurrent state over its rows by the delta rule, with no
     /// output: what a token tree's commit runs its accepted path through
-    /// ([`crate::layers::gdn::GatedDeltaNet::commit`]), so a backend may use the
+    /// (`GatedDeltaNet::commit` in `layers/gdn.rs`), so a backend may use the
     /// formulation its tree verification used, keeping the committed state consistent
     /// with the outputs already verified. `plan` has no token trees.
     fn gdn_advance(

@@ -1,5 +1,9 @@
 //! Where a batch's rows go: the plan the layer operations read beside their
 //! activations (each sequence's rows, cache pages, state slot and token tree).
+//!
+//! Only the model builds plans, from a validated [`crate::StepBatch`] and the cache
+//! (`Qwen35Model::forward`), so every index in one is in bounds; a backend reads them
+//! through the accessors.
 
 use edge_kvcache::{BlockId, SlotId};
 use std::ops::Range;
@@ -8,17 +12,17 @@ use std::ops::Range;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpanPlan {
     /// Its rows of the batch.
-    pub rows: Range<usize>,
+    pub(crate) rows: Range<usize>,
     /// The cache row (= position) of its first row; row `i` of the span is cache row
     /// `first + i` and attends to cache rows `0..=first + i`.
-    pub first: usize,
+    pub(crate) first: usize,
     /// Its pages, covering at least cache rows `0..first + rows.len()`.
-    pub pages: Vec<BlockId>,
+    pub(crate) pages: Vec<BlockId>,
     /// Its recurrent-state slot.
-    pub slot: SlotId,
+    pub(crate) slot: SlotId,
     /// For a token tree: where its rows are stored and what they see (`first` is then
     /// the committed end, and every row also sees the rows before it).
-    pub tree: Option<TreePlan>,
+    pub(crate) tree: Option<TreePlan>,
 }
 
 /// A token-tree span's layout as the operations see it (see
@@ -26,15 +30,31 @@ pub struct SpanPlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreePlan {
     /// Per row: its cache row as an offset from the committed end.
-    pub slots: Vec<u32>,
+    pub(crate) slots: Vec<u32>,
     /// Per row: the offsets past the committed end that its attention sees.
-    pub visible: Vec<u64>,
+    pub(crate) visible: Vec<u64>,
     /// Per row: its parent row within the span (`None` for a root, whose recurrent
     /// inputs continue the committed state).
-    pub parents: Vec<Option<u32>>,
+    pub(crate) parents: Vec<Option<u32>>,
 }
 
 impl TreePlan {
+    /// Per row: its cache row as an offset from the committed end.
+    pub fn slots(&self) -> &[u32] {
+        &self.slots
+    }
+
+    /// Per row: the offsets past the committed end that its attention sees (bit `j`:
+    /// offset `j`).
+    pub fn visible(&self) -> &[u64] {
+        &self.visible
+    }
+
+    /// Per row: its parent row within the span (`None` for a root).
+    pub fn parents(&self) -> &[Option<u32>] {
+        &self.parents
+    }
+
     /// Cache rows past the committed end that the tree touches.
     pub fn extent(&self) -> usize {
         self.slots
@@ -56,6 +76,31 @@ impl TreePlan {
 }
 
 impl SpanPlan {
+    /// Its rows of the batch.
+    pub fn rows(&self) -> Range<usize> {
+        self.rows.clone()
+    }
+
+    /// The cache row (= position) of its first row (for a tree, the committed end).
+    pub fn first(&self) -> usize {
+        self.first
+    }
+
+    /// Its pages.
+    pub fn pages(&self) -> &[BlockId] {
+        &self.pages
+    }
+
+    /// Its recurrent-state slot.
+    pub fn slot(&self) -> SlotId {
+        self.slot
+    }
+
+    /// Its token-tree layout, for a tree span.
+    pub fn tree(&self) -> Option<&TreePlan> {
+        self.tree.as_ref()
+    }
+
     /// Rows in the span.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -72,14 +117,29 @@ impl SpanPlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwardPlan {
     /// The spans, in row order.
-    pub spans: Vec<SpanPlan>,
+    pub(crate) spans: Vec<SpanPlan>,
     /// The position of each row (RoPE).
-    pub positions: Vec<u32>,
+    pub(crate) positions: Vec<u32>,
     /// Tokens per KV page.
-    pub block_size: usize,
+    pub(crate) block_size: usize,
 }
 
 impl ForwardPlan {
+    /// The spans, in row order.
+    pub fn spans(&self) -> &[SpanPlan] {
+        &self.spans
+    }
+
+    /// The position of each row (RoPE).
+    pub fn positions(&self) -> &[u32] {
+        &self.positions
+    }
+
+    /// Tokens per KV page.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
     /// Rows of the batch.
     pub fn tokens(&self) -> usize {
         self.positions.len()
@@ -112,7 +172,7 @@ impl ForwardPlan {
     /// One chain span of `rows` rows on `span`'s state slot: what a tree commit runs its
     /// accepted path through to advance the Gated DeltaNet (its ops read only the spans'
     /// rows and slots; the plan has no pages).
-    pub fn gdn_chain(span: &SpanPlan, rows: usize) -> ForwardPlan {
+    pub(crate) fn gdn_chain(span: &SpanPlan, rows: usize) -> ForwardPlan {
         ForwardPlan {
             spans: vec![SpanPlan {
                 rows: 0..rows,

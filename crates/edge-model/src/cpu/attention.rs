@@ -276,6 +276,7 @@ fn gather_head(kv: &HostKv, pages: &[BlockId], head: usize, rows: usize) -> (Vec
 }
 
 /// See [`super::attend_decode`].
+#[cfg(feature = "bench")]
 pub(super) fn attend_decode(
     qs: &[f32],
     kv: &HostKv,

@@ -23,8 +23,9 @@ pub use scratch::{Scratch, ScratchBuf};
 /// Decode (one-row) attention: the query heads `qs` (`[heads, head_dim]`, the heads
 /// that share KV head `head`) over the first `visible` cached rows of that KV head in
 /// a sequence whose page table is `pages`, written to `out` (`[heads, head_dim]`),
-/// with scores scaled by `1/√head_dim`. The kernel a decode step runs per KV head
-/// (public for benchmarks and other callers).
+/// with scores scaled by `1/√head_dim`. The kernel a decode step runs per KV head, on
+/// its own for benchmarks (feature `bench`).
+#[cfg(feature = "bench")]
 pub fn attend_decode(
     qs: &[f32],
     kv: &HostKv,

@@ -2,6 +2,8 @@
 //! against the CPU's own functions, on a GPU; ignored without one (see `tests.rs`).
 
 use super::attention::{FirstPassKernel, attention_pass};
+use super::kv_store::{KvLayerMut, KvPagesMut};
+use super::rope::AttentionNorms;
 use super::tests::{device, values, values_f32};
 use super::*;
 use crate::AttentionRows;

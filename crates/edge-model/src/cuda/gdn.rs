@@ -94,11 +94,6 @@ impl GdnSpans {
             host: rows,
         })
     }
-
-    /// The host copy.
-    pub fn host(&self) -> &GdnRows {
-        &self.host
-    }
 }
 
 /// Fails unless the slots are distinct and inside a pool of `pool`.

@@ -1,6 +1,7 @@
 //! The Gated DeltaNet's CUDA operations (conv, row and chunked recurrence) against the
 //! CPU backend's own functions, on a GPU; ignored without one (see `tests.rs`).
 
+use super::gdn::{GdnHeads, GdnLayer};
 use super::tests::{device, values};
 use super::*;
 use crate::cpu::norm;

@@ -3,6 +3,7 @@
 //! GPU; run with
 //! `cargo test -p edge-model --features cuda --release --lib -- --ignored cuda::`).
 
+use super::kv_store::KvPagesMut;
 use super::tests::device;
 use super::*;
 use edge_core::Device;

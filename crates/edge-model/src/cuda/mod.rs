@@ -5,8 +5,9 @@
 //! the host).
 //!
 //! [`CudaBackend`] puts them together behind [`crate::Backend`], with the cache's device
-//! memory ([`CudaCacheMemory`]) and weights uploaded once. Not built yet: CUDA graphs for
-//! the decode step.
+//! memory ([`CudaCacheMemory`]) and weights uploaded once: that, the emulated device
+//! ([`emulated_device`]) and the kernel tables are the public API; the launch wrappers
+//! are the backend's own. Not built yet: CUDA graphs for the decode step.
 
 mod attention;
 #[cfg(test)]
@@ -30,21 +31,18 @@ mod tests;
 #[cfg(test)]
 mod timing;
 
-pub use attention::{
-    DeviceAttentionRows, KvPages, MAX_GROUP, MAX_ROWS, PagedAttention, attention_rows,
-};
+pub(crate) use attention::{DeviceAttentionRows, KvPages, PagedAttention, attention_rows};
 pub use backend::{
     CudaBackend, CudaEmbedding, CudaLinear, CudaVector, DEFAULT_POOL_BYTES, DeviceBuf,
 };
-pub use gdn::{
-    GdnHeads, GdnInputs, GdnLayer, GdnSpans, MAX_CHUNKED_HEAD_DIM, MAX_CONV_KERNEL, MAX_HEAD_DIM,
-    gdn_conv, gdn_recurrence,
-};
-pub use kv_store::{KvLayerMut, KvPagesMut, kv_copy_rows, kv_store};
+pub(crate) use gdn::{GdnInputs, GdnSpans, gdn_conv, gdn_recurrence};
+pub(crate) use kv_store::{kv_copy_rows, kv_store};
 pub use memory::{CudaCacheMemory, DeviceKv, DeviceRecurrent, DeviceState};
-pub use ops::{add, concat_rows, embed_bf16, gate, gated_rms_norm, gather_rows, rms_norm};
-pub use rope::{AttentionNorms, attention_inputs};
-pub use sampling::{MAX_TOP_K, TopK, argmax, top_k};
+#[cfg(test)]
+pub(crate) use ops::gated_rms_norm;
+pub(crate) use ops::{add, concat_rows, embed_bf16, gate, gather_rows, rms_norm};
+pub(crate) use rope::attention_inputs;
+pub(crate) use sampling::{MAX_TOP_K, argmax, top_k};
 
 unsafe extern "C" {
     /// The table build.rs generates (kernels/host_emulation/build_support.rs).

@@ -225,7 +225,9 @@ pub fn rms_norm(
 }
 
 /// The Gated DeltaNet output norm over each `weight`-wide head row of `o`, in place:
-/// `o · rsqrt(mean(o²) + eps) · w · silu(z)` (the plain weight, no +1).
+/// `o · rsqrt(mean(o²) + eps) · w · silu(z)` (the plain weight, no +1). Only the
+/// tests run it: the backend fuses this norm into the recurrence kernel.
+#[cfg(test)]
 pub fn gated_rms_norm(
     dev: &CudaDevice,
     o: &mut DeviceSlice<f32>,

@@ -7,10 +7,12 @@
 
 mod calibrate;
 mod plan;
+#[cfg(feature = "bench")]
 mod random;
 mod writer;
 
 pub use calibrate::calibrate;
 pub use plan::{FusedGroup, QuantFormat, QuantizePlan};
+#[cfg(feature = "bench")]
 pub use random::write_random_nvfp4_checkpoint;
 pub use writer::{CalibrationScales, ExportOptions, ExportReport, quantize_checkpoint};

@@ -126,13 +126,12 @@ mod tests {
     /// to finite logits of a sane spread.
     #[test]
     fn a_random_nvfp4_checkpoint_loads_and_runs() {
-        let dir =
-            std::env::temp_dir().join(format!("edge-model-random-nvfp4-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let mut cfg = tiny_config(256);
         cfg["mtp_num_hidden_layers"] = 1.into();
-        write_random_nvfp4_checkpoint(&dir, &cfg, 3).unwrap();
-        let model = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
+        write_random_nvfp4_checkpoint(dir, &cfg, 3).unwrap();
+        let model = Qwen35Model::load(dir, ActivationMode::None).unwrap();
         let layer = &model.layers()[0];
         assert!(matches!(layer.mlp.down.weight(), LinearWeight::Nvfp4(_)));
         assert!(matches!(model.lm_head().weight(), LinearWeight::Bf16(_)));
@@ -141,7 +140,6 @@ mod tests {
         assert!(out.logits.iter().all(|x| x.is_finite()));
         let spread = out.logits.iter().fold(0f32, |m, x| m.max(x.abs()));
         assert!(spread > 1e-3 && spread < 1e3, "{spread}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The 27B shape the device check writes parses, and ModelOpt's recipe quantizes

@@ -12,29 +12,29 @@ use edge_quant::fp8::kv::KvScales;
 #[derive(Debug)]
 pub struct GatedAttention<B: Backend> {
     /// `[heads · 2 · head_dim, hidden]`, query and gate interleaved per head.
-    pub q_proj: B::Linear,
+    pub(crate) q_proj: B::Linear,
     /// `[kv_heads · head_dim, hidden]`.
-    pub k_proj: B::Linear,
+    pub(crate) k_proj: B::Linear,
     /// `[kv_heads · head_dim, hidden]`.
-    pub v_proj: B::Linear,
+    pub(crate) v_proj: B::Linear,
     /// `[hidden, heads · head_dim]`.
-    pub o_proj: B::Linear,
+    pub(crate) o_proj: B::Linear,
     /// Per-head query norm weight `[head_dim]` (zero-centred).
-    pub q_norm: B::Vector,
+    pub(crate) q_norm: B::Vector,
     /// Per-head key norm weight `[head_dim]` (zero-centred).
-    pub k_norm: B::Vector,
+    pub(crate) k_norm: B::Vector,
     /// Heads and head width.
-    pub shape: AttentionShape,
+    pub(crate) shape: AttentionShape,
     /// Norm epsilon.
-    pub eps: f32,
+    pub(crate) eps: f32,
     /// Rotary embedding.
-    pub rope: Rope,
+    pub(crate) rope: Rope,
     /// The checkpoint's FP8 KV-cache scales (`k_proj.k_scale`, `v_proj.v_scale`; 1.0
     /// where absent), used when the cache stores FP8 pages.
-    pub kv_scales: KvScales,
+    pub(crate) kv_scales: KvScales,
     /// When set, records the amax of keys (after norm and RoPE) and values
     /// (calibration of FP8 KV-cache scales).
-    pub kv_observer: Option<KvObserver>,
+    pub(crate) kv_observer: Option<KvObserver>,
 }
 
 impl<B: Backend> GatedAttention<B> {

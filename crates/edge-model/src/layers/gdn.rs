@@ -11,29 +11,29 @@ use edge_kvcache::CacheMemory;
 #[derive(Debug)]
 pub struct GatedDeltaNet<B: Backend> {
     /// `[2K + V, hidden]`: rows are Q, K, V blocks, each head-major.
-    pub in_proj_qkv: B::Linear,
+    pub(crate) in_proj_qkv: B::Linear,
     /// `[V, hidden]`: the output gate z.
-    pub in_proj_z: B::Linear,
+    pub(crate) in_proj_z: B::Linear,
     /// `[value_heads, hidden]`: β logits.
-    pub in_proj_b: B::Linear,
+    pub(crate) in_proj_b: B::Linear,
     /// `[value_heads, hidden]`: decay input.
-    pub in_proj_a: B::Linear,
+    pub(crate) in_proj_a: B::Linear,
     /// Depthwise conv weight, tap-major `[kernel, channels]` (the checkpoint stores
     /// `[channels, 1, kernel]`; see [`conv_taps_from_checkpoint`]), so the conv's inner
     /// loop runs over contiguous channels.
-    pub conv_taps: B::Vector,
+    pub(crate) conv_taps: B::Vector,
     /// `−exp(A_log)` per value head.
-    pub neg_a: B::Vector,
+    pub(crate) neg_a: B::Vector,
     /// `dt_bias` per value head.
-    pub dt_bias: B::Vector,
+    pub(crate) dt_bias: B::Vector,
     /// Gated norm weight `[value_head_dim]` (plain, not zero-centred).
-    pub norm_weight: B::Vector,
+    pub(crate) norm_weight: B::Vector,
     /// `[hidden, V]`.
-    pub out_proj: B::Linear,
+    pub(crate) out_proj: B::Linear,
     /// Heads, head widths and conv kernel size.
-    pub shape: GdnShape,
+    pub(crate) shape: GdnShape,
     /// Norm epsilon.
-    pub eps: f32,
+    pub(crate) eps: f32,
 }
 
 /// The checkpoint's conv weight (`[channels, 1, kernel]`, flattened) in the tap-major

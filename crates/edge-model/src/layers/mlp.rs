@@ -7,11 +7,11 @@ use crate::backend::{Backend, Gate, LinearShape};
 #[derive(Debug)]
 pub struct Mlp<B: Backend> {
     /// Gate projection `[intermediate, hidden]`.
-    pub gate: B::Linear,
+    pub(crate) gate: B::Linear,
     /// Up projection `[intermediate, hidden]`.
-    pub up: B::Linear,
+    pub(crate) up: B::Linear,
     /// Down projection `[hidden, intermediate]`.
-    pub down: B::Linear,
+    pub(crate) down: B::Linear,
 }
 
 impl<B: Backend> Mlp<B> {
