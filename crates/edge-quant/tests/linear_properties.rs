@@ -6,36 +6,13 @@
 //! SIMD level chosen on this machine.
 
 use edge_core::Bytes;
+use edge_core::simd::with_level;
 use edge_quant::linear::{
     ActivationQuant, FAST_PATH_REL_TOLERANCE, Linear, LinearWeight, SimdLevel, simd_level,
 };
 use edge_quant::nvfp4::activation::{quantize_activation_row, quantize_activations};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor, QuantError, int8};
 use proptest::prelude::*;
-
-/// [`Linear::forward`] with the SIMD level forced to `level` (which must be available).
-trait ForwardAt {
-    fn forward_at(
-        &self,
-        level: SimdLevel,
-        x: &[f32],
-        tokens: usize,
-        out: &mut [f32],
-    ) -> Result<(), QuantError>;
-}
-
-impl ForwardAt for Linear {
-    fn forward_at(
-        &self,
-        level: SimdLevel,
-        x: &[f32],
-        tokens: usize,
-        out: &mut [f32],
-    ) -> Result<(), QuantError> {
-        edge_core::simd::with_level(level, || self.forward(x, tokens, out))
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-}
 
 /// xorshift64*: deterministic data from a proptest-chosen seed (fast for big shapes).
 struct Rng(u64);
@@ -182,7 +159,9 @@ fn check_case_with(
     lin.forward_reference(&x, tokens, &mut want).unwrap();
     for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
         let mut got = vec![f32::NAN; tokens * out];
-        lin.forward_at(level, &x, tokens, &mut got).unwrap();
+        with_level(level, || lin.forward(&x, tokens, &mut got))
+            .unwrap()
+            .unwrap();
         for t in 0..tokens {
             for r in 0..out {
                 let abs_sum: f64 = (0..inp)
@@ -353,7 +332,7 @@ fn bad_inputs_are_typed_errors_not_panics() {
     let lin = Linear::new(4, 32, LinearWeight::Nvfp4(t)).unwrap();
     let mut y = vec![0.0f32; 8];
     for level in SimdLevel::ALL {
-        let r = edge_core::simd::with_level(level, || lin.forward(&[0.0; 63], 2, &mut y));
+        let r = with_level(level, || lin.forward(&[0.0; 63], 2, &mut y));
         match r {
             Ok(r) => assert!(
                 matches!(r, Err(QuantError::LengthMismatch { .. })),
@@ -445,7 +424,7 @@ fn fast_path_uses_simd_on_this_machine() {
     // The level is edge-core's detected one (whose unit tests check it against the
     // CPU's feature bits), and a forced level reaches the fast path.
     assert_eq!(level, edge_core::simd::detected().level);
-    let forced = edge_core::simd::with_level(SimdLevel::Portable, simd_level).unwrap();
+    let forced = with_level(SimdLevel::Portable, simd_level).unwrap();
     assert_eq!(forced, SimdLevel::Portable);
     #[cfg(target_arch = "x86_64")]
     assert!(!SimdLevel::Neon.is_available());
@@ -461,14 +440,16 @@ fn check_shared_forward(level: SimdLevel, layers: &[&Linear], x: &[f32], tokens:
         .map(|l| vec![f32::NAN; tokens * l.out_features()])
         .collect();
     let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
-    edge_core::simd::with_level(level, || {
+    with_level(level, || {
         Linear::forward_shared(layers, x, tokens, &mut outs)
     })
     .unwrap()
     .unwrap();
     for (i, (lin, g)) in layers.iter().zip(&got).enumerate() {
         let mut want = vec![0.0f32; g.len()];
-        lin.forward_at(level, x, tokens, &mut want).unwrap();
+        with_level(level, || lin.forward(x, tokens, &mut want))
+            .unwrap()
+            .unwrap();
         assert_eq!(g, &want, "{level} tokens={tokens} layer {i}");
     }
 }
