@@ -28,6 +28,7 @@ pub mod layers;
 mod load;
 mod logits;
 pub mod manifest;
+mod math;
 mod model;
 pub mod mtp;
 mod session;
