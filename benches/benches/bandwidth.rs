@@ -25,8 +25,8 @@ fn sum_avx512(data: &[u64]) -> u64 {
 /// The widest sum this CPU runs, and its name.
 fn best_sum() -> (&'static str, SumFn) {
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx512f") {
-        // SAFETY: AVX-512F was detected at run time just above.
+    if edge_core::simd::token().avx512().is_some() {
+        // SAFETY: the level's token proves AVX-512 (F among its features).
         return ("avx512", |d| unsafe { sum_avx512(d) });
     }
     ("baseline", read::one_stream)

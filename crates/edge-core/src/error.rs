@@ -48,6 +48,13 @@ pub enum CoreError {
     /// The requested device is not available in this build or on this machine.
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
+    /// A SIMD level this build or CPU cannot run was asked for
+    /// ([`crate::simd::with_level`]).
+    #[error("SIMD level {0} is not available on this CPU or build")]
+    SimdLevelUnavailable(crate::simd::SimdLevel),
+    /// The rayon pool of a forced SIMD level could not be built.
+    #[error("cannot start the thread pool of a forced SIMD level: {0}")]
+    SimdPool(#[from] rayon::ThreadPoolBuildError),
     /// An error from the CUDA driver, NVRTC, or the kernel cache.
     #[cfg(feature = "cuda")]
     #[error("cuda: {0}")]

@@ -12,7 +12,10 @@
 //! - [`KernelSource`]: the text of one CUDA kernel source (compiled only with `cuda`);
 //! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
 //! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
-//!   bandwidth bound.
+//!   bandwidth bound;
+//! - [`simd`]: the CPU's features, detected once, as the [`simd::SimdLevel`] every CPU
+//!   kernel choice goes by (with proof tokens, [`simd::dispatch!`] and the one override,
+//!   [`simd::with_level`]).
 //!
 //! Behind the `cuda` feature, the `cuda` module holds `cuda::CudaDevice`, the one memory
 //! and launch interface of the CUDA code, over a GPU (a cudarc context whose driver and
@@ -31,6 +34,7 @@ mod kernel_source;
 pub mod par;
 pub mod read_bandwidth;
 mod shape;
+pub mod simd;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -75,6 +75,8 @@ fn the_orchestration_names_no_backend() {
         "mtp.rs",
         "batch.rs",
         "rope.rs",
+        "logits.rs",
+        "math.rs",
     ]);
     let found = uses(
         &orchestration,

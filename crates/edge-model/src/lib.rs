@@ -88,6 +88,7 @@ mod load;
 mod logits;
 #[cfg(any(feature = "bench", feature = "export", test))]
 mod manifest;
+mod math;
 mod model;
 pub mod mtp;
 pub mod rope;

@@ -2,7 +2,8 @@
 //! vectorised, since a row is the vocabulary wide and a speculation step reads
 //! several.
 
-use crate::cpu::simd::{dispatch, exp};
+use crate::math::exp;
+use edge_core::simd::dispatch;
 
 /// Index of the largest logit of a row (the first one on ties; NaN never wins, and a
 /// row of NaN gives 0): greedy decoding, and the choices speculation verifies.

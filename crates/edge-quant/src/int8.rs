@@ -50,8 +50,8 @@ pub fn quantize_row(x: &[f32], q: &mut [i8], scales: &mut [f32]) -> Result<()> {
     check_len("int8 activation scales", scales_len(x.len()), scales.len())?;
     check_finite("activation row", x)?;
     #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is available (checked just above).
+    if edge_core::simd::token().avx2().is_some() {
+        // SAFETY: the level's token proves AVX2 (checked just above).
         unsafe { x86::quantize_blocks(x, q, scales) };
         return Ok(());
     }
@@ -215,7 +215,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn simd_quantizer_is_identical() {
-        if !is_x86_feature_detected!("avx2") {
+        if edge_core::simd::Avx2::detect().is_none() {
             return;
         }
         let mut seed = 7u64;

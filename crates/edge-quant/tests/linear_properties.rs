@@ -6,6 +6,7 @@
 //! SIMD level chosen on this machine.
 
 use edge_core::Bytes;
+use edge_core::simd::with_level;
 use edge_quant::linear::{
     ActivationQuant, FAST_PATH_REL_TOLERANCE, Linear, LinearWeight, SimdLevel, simd_level,
 };
@@ -158,7 +159,9 @@ fn check_case_with(
     lin.forward_reference(&x, tokens, &mut want).unwrap();
     for level in SimdLevel::ALL.into_iter().filter(|l| l.is_available()) {
         let mut got = vec![f32::NAN; tokens * out];
-        lin.forward_with_level(level, &x, tokens, &mut got).unwrap();
+        with_level(level, || lin.forward(&x, tokens, &mut got))
+            .unwrap()
+            .unwrap();
         for t in 0..tokens {
             for r in 0..out {
                 let abs_sum: f64 = (0..inp)
@@ -329,11 +332,19 @@ fn bad_inputs_are_typed_errors_not_panics() {
     let lin = Linear::new(4, 32, LinearWeight::Nvfp4(t)).unwrap();
     let mut y = vec![0.0f32; 8];
     for level in SimdLevel::ALL {
-        let r = lin.forward_with_level(level, &[0.0; 63], 2, &mut y);
-        assert!(
-            matches!(r, Err(QuantError::LengthMismatch { .. })),
-            "{level}"
-        );
+        let r = with_level(level, || lin.forward(&[0.0; 63], 2, &mut y));
+        match r {
+            Ok(r) => assert!(
+                matches!(r, Err(QuantError::LengthMismatch { .. })),
+                "{level}"
+            ),
+            // A level this CPU lacks is refused before anything runs.
+            Err(e) => assert!(
+                !level.is_available()
+                    && matches!(e, edge_core::CoreError::SimdLevelUnavailable(l) if l == level),
+                "{level}: {e}"
+            ),
+        }
     }
     assert!(matches!(
         lin.forward(&[0.0; 64], 2, &mut y[..7]),
@@ -410,26 +421,13 @@ fn fast_path_uses_simd_on_this_machine() {
     let level = simd_level();
     eprintln!("fast path SIMD level: {level}");
     assert!(level.is_available());
+    // The level is edge-core's detected one (whose unit tests check it against the
+    // CPU's feature bits), and a forced level reaches the fast path.
+    assert_eq!(level, edge_core::simd::detected().level);
+    let forced = with_level(SimdLevel::Portable, simd_level).unwrap();
+    assert_eq!(forced, SimdLevel::Portable);
     #[cfg(target_arch = "x86_64")]
-    {
-        let avx512 = ["avx512f", "avx512bw", "avx512vl", "avx512vnni"];
-        let has512 = is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni");
-        let has2 = is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c");
-        let want = if has512 && has2 {
-            SimdLevel::Avx512
-        } else if has2 {
-            SimdLevel::Avx2
-        } else {
-            SimdLevel::Portable
-        };
-        assert_eq!(level, want, "features {avx512:?}: {has512}");
-        assert!(!SimdLevel::Neon.is_available());
-    }
+    assert!(!SimdLevel::Neon.is_available());
     #[cfg(target_arch = "aarch64")]
     assert_eq!(level, SimdLevel::Neon);
     assert!(SimdLevel::Portable.is_available());
@@ -442,10 +440,16 @@ fn check_shared_forward(level: SimdLevel, layers: &[&Linear], x: &[f32], tokens:
         .map(|l| vec![f32::NAN; tokens * l.out_features()])
         .collect();
     let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| v.as_mut_slice()).collect();
-    Linear::forward_shared_with_level(level, layers, x, tokens, &mut outs).unwrap();
+    with_level(level, || {
+        Linear::forward_shared(layers, x, tokens, &mut outs)
+    })
+    .unwrap()
+    .unwrap();
     for (i, (lin, g)) in layers.iter().zip(&got).enumerate() {
         let mut want = vec![0.0f32; g.len()];
-        lin.forward_with_level(level, x, tokens, &mut want).unwrap();
+        with_level(level, || lin.forward(x, tokens, &mut want))
+            .unwrap()
+            .unwrap();
         assert_eq!(g, &want, "{level} tokens={tokens} layer {i}");
     }
 }

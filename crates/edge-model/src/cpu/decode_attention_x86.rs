@@ -15,14 +15,10 @@ use edge_kvcache::memory::{HostKv, KvRun};
 
 use super::simd::weight_exp;
 
-/// Whether this CPU can run [`attend`].
+/// Whether [`attend`] runs at the current SIMD level: [`edge_core::simd::SimdLevel::Avx512`],
+/// whose token proves every feature it enables (AVX-512 F/BW/VL, AVX2, FMA, F16C).
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("avx512vl")
-        && is_x86_feature_detected!("avx2")
-        && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
+    edge_core::simd::token().avx512().is_some()
 }
 
 /// A run of rows in one page format, read 16 values at a time as f32.

@@ -41,18 +41,19 @@ pub fn bf16_to_f32(src: &[u16], out: &mut [f32]) {
 pub fn fp8_to_f32(src: &[u8], scale: f32, out: &mut [f32]) {
     let n = src.len().min(out.len());
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx2") {
-            // SAFETY: the features the function enables were detected just above.
+    match edge_core::simd::token() {
+        edge_core::simd::Token::Avx512(_) => {
+            // SAFETY: the token proves the features the function enables (AVX-512
+            // F/BW/VL and AVX2).
             unsafe { x86::fp8_avx512(&src[..n], scale, &mut out[..n]) };
             return;
         }
-        if has!("avx2") && has!("f16c") {
-            // SAFETY: as above.
+        edge_core::simd::Token::Avx2(_) => {
+            // SAFETY: the token proves AVX2 and F16C.
             unsafe { x86::fp8_avx2(&src[..n], scale, &mut out[..n]) };
             return;
         }
+        edge_core::simd::Token::Portable => {}
     }
     decode_run(KvRun::Fp8(&src[..n]), scale, &mut out[..n]);
 }

@@ -12,16 +12,12 @@ pub const COLS: usize = 64;
 /// Rows of the block.
 pub const ROWS: usize = 4;
 
-/// Whether this CPU can run [`block`].
-pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma")
-}
-
 /// `c[(i0+r)·ldc + j0 + j] += α · Σ_{p<k} a(i0+r, p) · b[p·ldb + j0 + j]` for `r < 4`,
 /// `j < 64`.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F and FMA ([`available`]).
+/// The CPU must support AVX-512 F and FMA (an [`edge_core::simd::Avx512`] token proves
+/// both).
 #[target_feature(enable = "avx512f,fma")]
 pub unsafe fn block(ops: &BlockOperands, (i0, j0): (usize, usize), c: &mut [f32], ldc: usize) {
     let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
@@ -49,11 +45,6 @@ pub unsafe fn block(ops: &BlockOperands, (i0, j0): (usize, usize), c: &mut [f32]
     }
 }
 
-/// Whether this CPU can run [`block_avx2`].
-pub fn avx2_available() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
-
 /// Columns of one [`block_avx2`] register sub-block.
 pub const AVX2_COLS: usize = 16;
 
@@ -62,7 +53,7 @@ pub const AVX2_COLS: usize = 16;
 /// step.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA ([`avx2_available`]).
+/// The CPU must support AVX2 and FMA (an [`edge_core::simd::Avx2`] token proves both).
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn block_avx2(
     ops: &BlockOperands,

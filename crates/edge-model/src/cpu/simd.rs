@@ -1,9 +1,13 @@
-//! Vectorisable inner loops and runtime dispatch for the model's own (non-GEMM)
-//! kernels: the Gated DeltaNet core and attention.
+//! Vectorisable inner loops for the model's own (non-GEMM) kernels: the Gated DeltaNet
+//! core and attention.
 //!
 //! The loops are written so LLVM vectorises them (independent lanes, no ordered float
-//! reduction); [`dispatch!`] compiles a body once more with AVX-512 or AVX2+FMA enabled
-//! and picks the best at run time. aarch64 gets NEON by default.
+//! reduction); [`dispatch!`] (from [`edge_core::simd`]) compiles a body once more with
+//! AVX-512 or AVX2+FMA enabled and runs the variant of the one SIMD level, detected once
+//! (or forced by [`edge_core::simd::with_level`]). aarch64 gets NEON by default.
+
+pub(crate) use crate::math::exp;
+pub(crate) use edge_core::simd::dispatch;
 
 /// Lanes of the partial sums in [`dot`]: a multiple of every SIMD width used, and four
 /// AVX-512 vectors, so four add chains run at once instead of one (decode attention's
@@ -36,47 +40,6 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         width /= 2;
     }
     acc[0] + tail
-}
-
-/// `eˣ` without a libm call, so loops over it vectorise (silu, sigmoid and the decay
-/// and softmax exponentials run tens of millions of times per prompt): `x = n·ln2 + r`,
-/// `|r| ≤ ln2/2`, a degree-7 Taylor polynomial for `eʳ`, `2ⁿ` built in the exponent
-/// bits. Relative error below 3e-7; inputs under −87.3 give 0 (never a subnormal, see
-/// [`NEGLIGIBLE`]), inputs over 88.7 give +∞, NaN stays NaN.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    let underflows = x < -87.3;
-    const LN2_HI: f32 = 0.693_145_75;
-    const LN2_LO: f32 = 1.428_606_8e-6;
-    // Round to nearest with the 1.5·2²³ trick, not `round`/`mul_add`: without SSE4.1
-    // and FMA enabled (code outside `dispatch!`) those become libm calls.
-    const ROUND: f32 = 12_582_912.0;
-    // Comparisons, not `f32::clamp`, and the exponent taken from the rounding sum's
-    // bits, not an `as i32` cast: both keep every step a vector operation (the
-    // saturating cast and clamp compiled to a scalar compare-and-move per lane, which
-    // made the SiLU of the GDN conv cost more than its multiply-adds). A NaN fails both
-    // comparisons and stays NaN.
-    let x = if x < -87.3 { -87.3 } else { x };
-    let x = if x > 88.8 { 88.8 } else { x };
-    let rounded = x * std::f32::consts::LOG2_E + ROUND;
-    let n = rounded - ROUND;
-    // The low mantissa bits of `rounded` hold n (|n| ≤ 128) in two's complement.
-    let n_bits = rounded.to_bits().wrapping_sub(ROUND.to_bits());
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let mut p: f32 = 1.0 / 5040.0;
-    for c in [
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
-        p = p * r + c;
-    }
-    let y = p * f32::from_bits(n_bits.wrapping_add(127) << 23);
-    if underflows { 0.0 } else { y }
 }
 
 /// Magnitude below which a weight (a decay factor, a softmax probability) or a product
@@ -177,11 +140,13 @@ pub fn matmul_acc_structured<const MM_COLS: usize>(
         _ => n,
     };
     #[cfg(target_arch = "x86_64")]
-    let fma_block = MM_COLS == super::matmul_x86::COLS && super::matmul_x86::available();
+    let token = edge_core::simd::token();
+    #[cfg(target_arch = "x86_64")]
+    let fma_block = MM_COLS == super::matmul_x86::COLS && token.avx512().is_some();
     #[cfg(target_arch = "x86_64")]
     let avx2_block = !fma_block
         && MM_COLS.is_multiple_of(super::matmul_x86::AVX2_COLS)
-        && super::matmul_x86::avx2_available();
+        && token.avx2().is_some();
     for i0 in (0..full_rows).step_by(MM_ROWS) {
         let last = i0 + MM_ROWS - 1;
         let ops = BlockOperands::new((last + 1, steps(last)), alpha, (a, (a_rs, a_cs)), (b, ldb));
@@ -192,7 +157,7 @@ pub fn matmul_acc_structured<const MM_COLS: usize>(
             }
             #[cfg(target_arch = "x86_64")]
             if fma_block {
-                // SAFETY: `available()` checked AVX-512 F and FMA above.
+                // SAFETY: the level's token (checked above) proves AVX-512 F and FMA.
                 unsafe { super::matmul_x86::block(&ops, (i0, j0), c, ldc) };
                 continue;
             }
@@ -200,7 +165,7 @@ pub fn matmul_acc_structured<const MM_COLS: usize>(
             if avx2_block {
                 let step = super::matmul_x86::AVX2_COLS;
                 let cols = (wanted - j0).next_multiple_of(step).min(MM_COLS);
-                // SAFETY: `avx2_available()` checked AVX2 and FMA above.
+                // SAFETY: the level's token (checked above) proves AVX2 and FMA.
                 unsafe { super::matmul_x86::block_avx2(&ops, (i0, j0, cols), c, ldc) };
                 continue;
             }
@@ -325,51 +290,9 @@ fn block<const COLS: usize>(
     }
 }
 
-/// Calls `$body` (an expression) compiled for the best instruction set this CPU has.
-/// The functions it calls must be `#[inline(always)]` to inherit the features.
-macro_rules! dispatch {
-    ($name:ident, ($($arg:ident : $ty:ty),*) $body:block) => {{
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx512f,avx2,fma")]
-            unsafe fn avx512($($arg: $ty),*) $body
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2($($arg: $ty),*) $body
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU supports AVX-512F (checked just above).
-                return unsafe { avx512($($arg),*) };
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-                return unsafe { avx2($($arg),*) };
-            }
-        }
-        fn $name($($arg: $ty),*) $body
-        $name($($arg),*)
-    }};
-}
-pub(crate) use dispatch;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exp_is_accurate_and_handles_the_edges() {
-        let mut worst = 0.0f64;
-        for i in -87_000..88_000 {
-            let x = i as f32 * 1e-3 + 0.000_37;
-            let want = f64::from(x).exp();
-            worst = worst.max(((f64::from(exp(x)) - want) / want).abs());
-        }
-        assert!(worst < 3e-7, "relative error {worst}");
-        assert_eq!(exp(0.0), 1.0);
-        assert_eq!(exp(100.0), f32::INFINITY);
-        assert_eq!(exp(-1000.0), 0.0);
-        assert!(exp(-87.2) >= f32::MIN_POSITIVE);
-        assert!(exp(f32::NAN).is_nan());
-        assert!(exp(f32::NEG_INFINITY) == 0.0);
-    }
 
     #[test]
     fn weights_below_negligible_are_zero_and_never_subnormal() {

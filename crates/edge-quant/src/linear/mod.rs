@@ -7,9 +7,11 @@
 //!   time with the tensor types' own dequantizers and takes dot products in f64. It is
 //!   slow and obviously right.
 //! - [`Linear::forward`] is the fast path: rayon over output rows, and SIMD kernels
-//!   chosen at run time ([`simd_level`]): AVX-512 (F/BW/VL/VNNI) or AVX2+FMA+F16C on
-//!   x86-64, NEON on aarch64, and a portable fallback everywhere. Weights are decoded in
-//!   registers / a small L1-resident buffer and products are accumulated in f32.
+//!   chosen at run time by the level of [`edge_core::simd`] ([`simd_level`]): AVX-512
+//!   (F/BW/VL/VNNI) or AVX2+FMA+F16C on x86-64, NEON on aarch64, and a portable
+//!   fallback everywhere. Weights are decoded in registers / a small L1-resident buffer
+//!   and products are accumulated in f32. Tests and benchmarks run a lower level with
+//!   [`edge_core::simd::with_level`].
 //!
 //! # Numerics
 //!
@@ -226,26 +228,14 @@ impl Linear {
     }
 
     /// Fast path: `out = x·Wᵀ` for `tokens` rows of `x` (`[tokens, in]`), writing
-    /// `out` (`[tokens, out]`). Uses the rayon global pool and the SIMD level of
-    /// [`simd_level`].
+    /// `out` (`[tokens, out]`). Uses the current rayon pool and the SIMD level of
+    /// [`simd_level`] (run it inside [`edge_core::simd::with_level`] to force one).
     pub fn forward(&self, x: &[f32], tokens: usize, out: &mut [f32]) -> Result<()> {
-        self.forward_with_level(simd_level(), x, tokens, out)
-    }
-
-    /// The fast path forced to one SIMD level (for tests and benchmarks). Returns
-    /// [`QuantError::Unsupported`] if this CPU or build lacks `level`.
-    pub fn forward_with_level(
-        &self,
-        level: SimdLevel,
-        x: &[f32],
-        tokens: usize,
-        out: &mut [f32],
-    ) -> Result<()> {
         self.check_io(x, tokens, out)?;
         if let Some(o) = &self.observer {
             o.observe(x);
         }
-        fast::forward(self, level, x, tokens, out)
+        fast::forward(self, simd_level(), x, tokens, out)
     }
 
     /// Runs several layers on the same input: `outs[i] = x·Wᵢᵀ` for `layers[i]`, exactly
@@ -255,17 +245,6 @@ impl Linear {
     /// all their output rows, so small projections do not each pay a fork-join. All
     /// layers must have the same `in_features`.
     pub fn forward_shared(
-        layers: &[&Linear],
-        x: &[f32],
-        tokens: usize,
-        outs: &mut [&mut [f32]],
-    ) -> Result<()> {
-        Self::forward_shared_with_level(simd_level(), layers, x, tokens, outs)
-    }
-
-    /// [`Linear::forward_shared`] forced to one SIMD level (tests, benchmarks).
-    pub fn forward_shared_with_level(
-        level: SimdLevel,
         layers: &[&Linear],
         x: &[f32],
         tokens: usize,
@@ -283,7 +262,7 @@ impl Linear {
                 o.observe(x);
             }
         }
-        fast::forward_group(layers, level, x, tokens, outs)
+        fast::forward_group(layers, simd_level(), x, tokens, outs)
     }
 
     /// Reference path: scalar, f64 dot products of dequantized rows. Same contract as

@@ -9,6 +9,7 @@ use super::{Isa, Nvfp4Rows, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Por
 use crate::error::{QuantError, Result};
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_core::par;
+use edge_core::simd::Token;
 
 /// Multiply-adds below which a task is not worth sending to another thread.
 const MIN_TASK_MACS: usize = 1 << 16;
@@ -26,13 +27,12 @@ pub(crate) fn forward(
     tokens: usize,
     out: &mut [f32],
 ) -> Result<()> {
-    if gemm_eligible(lin, tokens) && run_gemm(level, &[lin], x, tokens, &mut [out])? {
+    if gemm_eligible(lin, level, tokens) && run_gemm(level, &[lin], x, tokens, &mut [out])? {
         return Ok(());
     }
     #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Avx512
-        && gemv_eligible(lin, tokens)
-        && let Some(kernel) = super::x86::Bf16Gemv::detect()
+    if gemv_eligible(lin, tokens)
+        && let Some(kernel) = bf16_gemv(level)
     {
         run_gemv_chunked(kernel, lin, x, tokens, out);
         return Ok(());
@@ -50,28 +50,33 @@ fn run_rows(
     tokens: usize,
     outs: &mut [&mut [f32]],
 ) -> Result<()> {
-    let unavailable = || {
+    match token(level)? {
+        Token::Portable => run(Portable, layers, x, tokens, outs),
+        #[cfg(target_arch = "x86_64")]
+        Token::Avx2(isa) => run(isa, layers, x, tokens, outs),
+        #[cfg(target_arch = "x86_64")]
+        Token::Avx512(isa) => run(isa, layers, x, tokens, outs),
+        #[cfg(target_arch = "aarch64")]
+        Token::Neon => run(super::aarch64::Neon, layers, x, tokens, outs),
+    }
+}
+
+/// `level`'s proof token; [`QuantError::Unsupported`] where this CPU or build lacks it
+/// (never for the levels [`edge_core::simd::level`] gives).
+fn token(level: SimdLevel) -> Result<Token> {
+    level.token().ok_or_else(|| {
         QuantError::Unsupported(format!(
             "SIMD level {level} is not available on this CPU or build"
         ))
-    };
-    match level {
-        SimdLevel::Portable => run(Portable, layers, x, tokens, outs),
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => {
-            let isa = super::x86::Avx2::detect().ok_or_else(unavailable)?;
-            run(isa, layers, x, tokens, outs)
-        }
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => {
-            let isa = super::x86::Avx512::detect().ok_or_else(unavailable)?;
-            run(isa, layers, x, tokens, outs)
-        }
-        #[cfg(target_arch = "aarch64")]
-        SimdLevel::Neon => run(super::aarch64::Neon, layers, x, tokens, outs),
-        #[allow(unreachable_patterns)]
-        _ => Err(unavailable()),
-    }
+    })
+}
+
+/// The bf16 dot-product kernels, where `level` is AVX-512 and this CPU has AVX-512
+/// BF16.
+#[cfg(target_arch = "x86_64")]
+fn bf16_gemv(level: SimdLevel) -> Option<super::x86::Bf16Gemv> {
+    let bf16 = level.token()?.avx512()?.bf16()?;
+    Some(super::x86::Bf16Gemv::new(bf16))
 }
 
 /// Runs layers sharing the input `x` (shapes already checked): the ones that take the
@@ -87,7 +92,7 @@ pub(crate) fn forward_group(
     let (mut gemm, mut gemm_outs) = (Vec::new(), Vec::new());
     let (mut rows, mut rows_outs) = (Vec::new(), Vec::new());
     for (lin, out) in layers.iter().zip(outs.iter_mut()) {
-        if gemm_eligible(lin, tokens) {
+        if gemm_eligible(lin, level, tokens) {
             gemm.push(*lin);
             gemm_outs.push(&mut **out);
         } else if gemv_eligible_here(lin, level, tokens) {
@@ -111,9 +116,7 @@ pub(crate) fn forward_group(
 fn gemv_eligible_here(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        level == SimdLevel::Avx512
-            && gemv_eligible(lin, tokens)
-            && super::x86::Bf16Gemv::detect().is_some()
+        gemv_eligible(lin, tokens) && bf16_gemv(level).is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -129,25 +132,26 @@ fn gemv_eligible_here(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
 /// through the GEMM against a 27 ms one-token step).
 const CHUNKED_GEMV_MAX_TOKENS: usize = 16;
 
-/// Whether `lin` takes the bf16 GEMM for `tokens` rows (when the CPU has a kernel).
-fn gemm_eligible(lin: &Linear, tokens: usize) -> bool {
+/// Whether `lin` takes the bf16 GEMM for `tokens` rows at `level` (when the CPU has a
+/// kernel).
+fn gemm_eligible(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
     lin.activation_quant() == ActivationQuant::Bf16
         && tokens >= GEMM_MIN_TOKENS
         && gemm::supports(lin.weight())
-        && !chunked_gemv_here(lin, tokens)
+        && !chunked_gemv_here(lin, level, tokens)
 }
 
-/// Whether the chunked dot-product kernels take `tokens` rows of `lin` on this CPU.
-fn chunked_gemv_here(lin: &Linear, tokens: usize) -> bool {
+/// Whether the chunked dot-product kernels take `tokens` rows of `lin` at `level`.
+fn chunked_gemv_here(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         tokens <= CHUNKED_GEMV_MAX_TOKENS
             && gemv_eligible(lin, tokens)
-            && super::x86::Bf16Gemv::detect().is_some()
+            && bf16_gemv(level).is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (lin, tokens);
+        let _ = (lin, level, tokens);
         false
     }
 }
@@ -228,37 +232,27 @@ fn run_gemm(
     tokens: usize,
     outs: &mut [&mut [f32]],
 ) -> Result<bool> {
-    match level {
-        SimdLevel::Portable => {
+    match token(level)? {
+        Token::Portable => {
             gemm::forward_group(Portable, PortableKernel, layers, x, tokens, outs);
             Ok(true)
         }
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => match (
-            super::x86::Avx512::detect(),
-            super::x86::Avx512Bf16::detect(),
-        ) {
-            (Some(isa), Some(kernel)) => {
+        Token::Avx512(isa) => match isa.bf16() {
+            Some(kernel) => {
                 gemm::forward_group(isa, kernel, layers, x, tokens, outs);
                 Ok(true)
             }
-            (None, _) => Err(QuantError::Unsupported(format!(
-                "SIMD level {level} is not available on this CPU or build"
-            ))),
-            (Some(_), None) => Ok(false),
+            None => Ok(false),
         },
+        // The token is both the ISA (panel decoding) and the micro-kernel.
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => match super::x86::Avx2::detect() {
-            // The token is both the ISA (panel decoding) and the micro-kernel.
-            Some(isa) => {
-                gemm::forward_group(isa, isa, layers, x, tokens, outs);
-                Ok(true)
-            }
-            None => Err(QuantError::Unsupported(format!(
-                "SIMD level {level} is not available on this CPU or build"
-            ))),
-        },
+        Token::Avx2(isa) => {
+            gemm::forward_group(isa, isa, layers, x, tokens, outs);
+            Ok(true)
+        }
         // No bf16 GEMM kernel yet: the row kernels on rounded activations.
+        #[allow(unreachable_patterns)]
         _ => Ok(false),
     }
 }

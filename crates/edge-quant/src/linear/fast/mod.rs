@@ -1,4 +1,5 @@
-//! The fast linear path: SIMD level detection, the [`Isa`] kernel interface, and the
+//! The fast linear path: the [`Isa`] kernel interface (one implementation per
+//! [`SimdLevel`], chosen by the level's proof token from [`edge_core::simd`]), and the
 //! driver that prepares activations, splits output rows over rayon tasks and runs an
 //! ISA's kernels row by row.
 //!
@@ -24,7 +25,6 @@ mod x86;
 pub(crate) use driver::{forward, forward_group};
 
 use band::ColumnBand;
-use std::sync::OnceLock;
 
 /// Inputs per decoded weight segment. A multiple of every [`Perm::chunk`].
 pub(crate) const SEG: usize = 2048;
@@ -36,72 +36,11 @@ pub(crate) const SEG: usize = 2048;
 /// loop is faster (measured on the AVX-512 dev machine).
 pub(crate) const PAIR_MIN_INPUTS: usize = 8192;
 
-/// The instruction-set level of a fast-path kernel family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SimdLevel {
-    /// Plain Rust, written so the compiler can vectorize it; available everywhere.
-    Portable,
-    /// x86-64 AVX2 + FMA + F16C (Haswell and later).
-    Avx2,
-    /// x86-64 AVX-512 F/BW/VL/VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later), plus
-    /// the AVX2 set.
-    Avx512,
-    /// aarch64 Advanced SIMD (always present on aarch64, e.g. Jetson).
-    Neon,
-}
-
-impl SimdLevel {
-    /// Every level, best first.
-    pub const ALL: [SimdLevel; 4] = [
-        SimdLevel::Avx512,
-        SimdLevel::Avx2,
-        SimdLevel::Neon,
-        SimdLevel::Portable,
-    ];
-
-    /// Whether this build, on this CPU, can run the level.
-    pub fn is_available(self) -> bool {
-        match self {
-            SimdLevel::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => x86::Avx2::detect().is_some(),
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => x86::Avx512::detect().is_some(),
-            #[cfg(target_arch = "aarch64")]
-            SimdLevel::Neon => true,
-            #[allow(unreachable_patterns)]
-            _ => false,
-        }
-    }
-
-    /// A short lowercase name (`"avx512"`, `"avx2"`, `"neon"`, `"portable"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SimdLevel::Portable => "portable",
-            SimdLevel::Avx2 => "avx2",
-            SimdLevel::Avx512 => "avx512",
-            SimdLevel::Neon => "neon",
-        }
-    }
-}
-
-impl std::fmt::Display for SimdLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The level [`crate::linear::Linear::forward`] uses: the best available one, detected
-/// once per process.
-pub fn simd_level() -> SimdLevel {
-    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        SimdLevel::ALL
-            .into_iter()
-            .find(|l| l.is_available())
-            .unwrap_or(SimdLevel::Portable)
-    })
-}
+/// The instruction-set levels of the kernel families, and the level
+/// [`crate::linear::Linear::forward`] runs at (the detected one, or the one
+/// [`edge_core::simd::with_level`] forces): the one CPU-feature home is
+/// [`edge_core::simd`], re-exported here for the paths users already have.
+pub use edge_core::simd::{SimdLevel, level as simd_level};
 
 /// `(start, len)` of each [`SEG`]-input segment of a row of `n_in` inputs.
 pub(crate) fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {

@@ -4,24 +4,12 @@
 //! three weight loads and eight broadcast activation pairs per input pair.
 
 use super::super::gemm::{Bf16Kernel, MR, NR};
+use super::Avx512Bf16;
 use core::arch::x86_64::*;
-
-/// Token proving AVX-512 F and AVX-512 BF16 are available.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx512Bf16(());
-
-impl Avx512Bf16 {
-    /// `Some` if this CPU has AVX-512 F and BF16 (Cooper Lake, Sapphire Rapids, Zen 4
-    /// and later).
-    pub(crate) fn detect() -> Option<Self> {
-        let ok = is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16");
-        ok.then_some(Avx512Bf16(()))
-    }
-}
 
 impl Bf16Kernel for Avx512Bf16 {
     fn tile(self, a: &[u32], b: &[u32], c: &mut [f32], accumulate: bool) {
-        // SAFETY: the token exists only if `detect` found AVX-512 F and BF16.
+        // SAFETY: the token exists only if detection found AVX-512 (F among them) and BF16.
         unsafe { tile(a, b, c, accumulate) }
     }
 }

@@ -9,24 +9,26 @@
 //! inputs as zero).
 
 use super::super::portable;
+use super::Avx512Bf16;
 use super::avx2::{SPREAD_ROWS, spread_rows};
 use super::avx512;
-use super::{Avx512, Avx512Bf16};
 use crate::formats::e2m1;
 use core::arch::x86_64::*;
 
 /// Most tokens per call; the GEMM takes over from 8.
 pub(crate) const MAX_TOKENS: usize = 7;
 
-/// Token proving the features of both [`Avx512`] and [`Avx512Bf16`] (word permutes and
-/// masks need AVX-512 BW, the dot products AVX-512 BF16).
+/// Token proving the features of [`Avx512Bf16`]: the AVX-512 level (word permutes and
+/// masks need AVX-512 BW) and AVX-512 BF16 (the dot products).
+///
+/// [`Avx512Bf16`]: edge_core::simd::Avx512Bf16
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Bf16Gemv(());
 
 impl Bf16Gemv {
-    /// `Some` if this CPU has AVX-512 F/BW/VL/VNNI and BF16.
-    pub(crate) fn detect() -> Option<Self> {
-        (Avx512::detect().is_some() && Avx512Bf16::detect().is_some()).then_some(Bf16Gemv(()))
+    /// The kernels, proven runnable by the [`Avx512Bf16`] token.
+    pub(crate) fn new(_: Avx512Bf16) -> Self {
+        Bf16Gemv(())
     }
 
     /// bf16 weights: `out[r·tokens + t] = Σ_k w[r][k] · x[t·n_in + k]` for the
@@ -40,7 +42,7 @@ impl Bf16Gemv {
         tokens: usize,
         out: &mut [f32],
     ) {
-        // SAFETY (both): the token exists only if `detect` found every feature the
+        // SAFETY (both): the token exists only if detection found every feature the
         // kernels enable.
         if tokens == 1 && n_in.is_multiple_of(64) {
             return unsafe { bf16_rows_in_runs(w, n_in, x, out) };

@@ -1,9 +1,9 @@
 //! x86-64 kernel families: AVX2 (+FMA, F16C) and AVX-512 (F/BW/VL/VNNI), selected at
-//! run time with `is_x86_feature_detected!`.
+//! run time by the level of [`edge_core::simd`].
 //!
-//! Every kernel is a `#[target_feature]` function; the [`Avx2`] and [`Avx512`] tokens
-//! can only be built by `detect`, after the features were found, which is what makes
-//! the calls below sound.
+//! Every kernel is a `#[target_feature]` function; the [`Avx2`], [`Avx512`] and
+//! [`Avx512Bf16`] tokens of [`edge_core::simd`] can only be built after detection found
+//! their features, which is what makes the calls below sound.
 
 mod avx2;
 mod avx2_bf16;
@@ -16,45 +16,10 @@ mod bf16_gemv;
 mod f32_gemm;
 mod w4a8_gemm;
 
-pub(crate) use bf16_gemm::Avx512Bf16;
 pub(crate) use bf16_gemv::{Bf16Gemv, MAX_TOKENS as GEMV_MAX_TOKENS};
+pub(crate) use edge_core::simd::{Avx2, Avx512, Avx512Bf16};
 
 use super::{A4Act, A4Kind, ColumnBand, Isa, Nvfp4Rows, Perm, a4_rows_into_by_tile};
-
-/// Token proving AVX2, FMA and F16C are available.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx2(());
-
-impl Avx2 {
-    /// `Some` if this CPU has AVX2, FMA and F16C.
-    pub(crate) fn detect() -> Option<Self> {
-        let ok = is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
-            && is_x86_feature_detected!("f16c");
-        ok.then_some(Avx2(()))
-    }
-}
-
-/// Token proving AVX-512 F/BW/VL/VNNI (and the AVX2 set) are available.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx512(());
-
-impl Avx512 {
-    /// `Some` if this CPU has AVX-512 F, BW, VL and VNNI besides AVX2, FMA and F16C.
-    pub(crate) fn detect() -> Option<Self> {
-        let ok = Avx2::detect().is_some()
-            && is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vl")
-            && is_x86_feature_detected!("avx512vnni");
-        ok.then_some(Avx512(()))
-    }
-
-    /// The AVX2 token this one implies (`detect` requires `Avx2::detect`).
-    pub(crate) fn avx2(self) -> Avx2 {
-        Avx2(())
-    }
-}
 
 /// The W4A8 prompt-GEMM methods of [`Isa`] for a token with a
 /// [`w4a8_gemm::ChunkKernel`].
@@ -86,27 +51,27 @@ macro_rules! forward_isa {
             const A4_PERM: Perm = $a4_perm;
 
             fn dot(self, w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::dot(w, xs, stride, acc) }
             }
 
             fn dot2(self, w0: &[f32], w1: &[f32], x: &[f32]) -> [f32; 2] {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::dot2(w0, w1, x) }
             }
 
             fn decode_bf16(self, src: &[u8], dst: &mut [f32]) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::decode_bf16(src, dst) }
             }
 
             fn decode_fp8(self, src: &[u8], dst: &mut [f32]) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::decode_fp8(src, dst) }
             }
 
             fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::decode_nvfp4(codes, scales, dst) }
             }
 
@@ -120,12 +85,12 @@ macro_rules! forward_isa {
                 out: &mut [f32],
                 buf: &mut [f32],
             ) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::nvfp4_rows(codes, scales, n_in, xs, tokens, out, buf) }
             }
 
             fn decode_w4(self, codes: &[u8], scales: &[u8], wq: &mut [u8], wsc: &mut [f32]) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::decode_w4(codes, scales, wq, wsc) }
             }
 
@@ -138,7 +103,7 @@ macro_rules! forward_isa {
                 tokens: usize,
                 out: &mut [f32],
             ) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $a4_rows(self, codes, scales, n_in, act, tokens, out) }
             }
 
@@ -153,7 +118,7 @@ macro_rules! forward_isa {
                 gstride: usize,
                 acc: &mut [f32],
             ) {
-                // SAFETY: the token exists only if `detect` found the kernel's features.
+                // SAFETY: the token exists only if detection found the kernel's features.
                 unsafe { $module::dot_a4(wq, wsc, qa, sfa, negcorr, stride, gstride, acc) }
             }
 
@@ -170,7 +135,7 @@ forward_isa!(
     avx2_int::a4_rows,
     {
         fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
-            // SAFETY (both calls): the token exists only if `detect` found the kernel's
+            // SAFETY (both calls): the token exists only if detection found the kernel's
             // features.
             if tokens == 1 {
                 act.packed = unsafe { avx2_int::pack_one_token(act, n_in) };
@@ -184,18 +149,18 @@ forward_isa!(
         w4a8_gemm_methods!();
 
         fn bf16_rows_one_token(self, w: &[u8], n_in: usize, x: &[f32], out: &mut [f32]) -> bool {
-            // SAFETY: the token exists only if `detect` found the kernel's features.
+            // SAFETY: the token exists only if detection found the kernel's features.
             unsafe { avx2_bf16::bf16_rows_one_token(w, n_in, x, out) };
             true
         }
 
         fn layout_a4_codes(self, nat: &[i8], qa: &mut [i8], negcorr: &mut [i32]) {
-            // SAFETY: the token exists only if `detect` found the kernel's features.
+            // SAFETY: the token exists only if detection found the kernel's features.
             unsafe { avx2_int::layout_codes(nat, qa, negcorr) }
         }
 
         fn transpose8x8(self, src: &[f32], src_stride: usize, dst: &mut [f32], dst_stride: usize) {
-            // SAFETY: the token exists only if `detect` found the kernel's features.
+            // SAFETY: the token exists only if detection found the kernel's features.
             unsafe { avx2::transpose8x8(src, src_stride, dst, dst_stride) }
         }
     }
