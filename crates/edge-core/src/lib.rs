@@ -12,7 +12,9 @@
 //! - [`KernelSource`]: the text of one CUDA kernel source (compiled only with `cuda`);
 //! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
 //! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
-//!   bandwidth bound.
+//!   bandwidth bound;
+//! - [`rng`]: [`SeededRng`], the project's one seeded pseudo-random generator (sampling,
+//!   synthetic checkpoints, benchmark and test data).
 //!
 //! Behind the `cuda` feature, the `cuda` module holds `cuda::CudaDevice`, the one memory
 //! and launch interface of the CUDA code, over a GPU (a cudarc context whose driver and
@@ -30,6 +32,7 @@ mod error;
 mod kernel_source;
 pub mod par;
 pub mod read_bandwidth;
+pub mod rng;
 mod shape;
 
 #[cfg(feature = "cuda")]
@@ -41,4 +44,5 @@ pub use device::Device;
 pub use dtype::DType;
 pub use error::{CoreError, Result};
 pub use kernel_source::KernelSource;
+pub use rng::SeededRng;
 pub use shape::Shape;
