@@ -1,6 +1,6 @@
 //! Shared helpers for the workspace's criterion benchmarks (see `benches/benches/`):
-//! random data (drawn by `edge_core::rng::SeededRng`), the decode shapes, and weight sets large enough that a benchmark
-//! streams them from DRAM instead of the last-level cache.
+//! random data (drawn by `edge_core::rng::SeededRng`), the decode shapes, and weight sets
+//! large enough that a benchmark streams them from DRAM instead of the last-level cache.
 
 use edge_core::Bytes;
 use edge_core::rng::SeededRng;
@@ -106,12 +106,8 @@ pub fn make_layers(
     if format == BenchFormat::F32 {
         return (0..count)
             .map(|_| {
-                Linear::new(
-                    out,
-                    inp,
-                    LinearWeight::F32((0..n).map(|_| rng.uniform(-1.0, 1.0)).collect()),
-                )
-                .unwrap()
+                let w = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+                Linear::new(out, inp, LinearWeight::F32(w)).unwrap()
             })
             .collect();
     }
