@@ -6,6 +6,7 @@
 //! Run: `cargo bench -p edge-benches --bench decode_attention`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use edge_core::rng::SeededRng;
 use edge_kvcache::{AttentionLayerSpec, BlockId, CacheMemory, CacheSpec, HostMemory, KvDType};
 use edge_model::cpu::attend_decode;
 use std::hint::black_box;
@@ -34,11 +35,8 @@ fn decode_attention(c: &mut Criterion) {
         };
         let mut mem = HostMemory::new(&spec).unwrap();
         let pages: Vec<BlockId> = (0..ROWS / BLOCK).map(BlockId::new).collect();
-        let mut seed = 7u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 9) as f32 / (1 << 23) as f32 - 0.5
-        };
+        let mut rng = SeededRng::from_seed(7);
+        let mut next = || rng.uniform(-0.5, 0.5);
         for &p in &pages {
             mem.materialize_page(p).unwrap();
             for r in 0..BLOCK {

@@ -12,7 +12,7 @@
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use edge_benches::{BenchFormat, Rng, make_layers};
+use edge_benches::{BenchFormat, make_layers, values};
 use edge_quant::linear::{ActivationQuant, simd_level};
 use std::hint::black_box;
 use std::time::Duration;
@@ -48,7 +48,7 @@ fn kernel_compute(c: &mut Criterion) {
             let layer = layer.with_activation_quant(act).unwrap();
             g.throughput(Throughput::Bytes(layer.weight_bytes() as u64));
             for tokens in [1usize, 2] {
-                let x = Rng::new(tokens as u64).values(tokens * inp);
+                let x = values(tokens as u64, tokens * inp);
                 let mut y = vec![0.0f32; tokens * out];
                 g.bench_function(BenchmarkId::new(name, tokens), |b| {
                     b.iter(|| layer.forward(black_box(&x), tokens, &mut y).unwrap())

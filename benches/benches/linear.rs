@@ -18,7 +18,7 @@ use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 use edge_benches::read::{self, par_sum};
-use edge_benches::{BenchFormat, DECODE_SHAPES, Rng, WORKING_SET_BYTES, make_layers};
+use edge_benches::{BenchFormat, DECODE_SHAPES, WORKING_SET_BYTES, make_layers, values};
 use edge_quant::linear::{ActivationQuant, simd_level};
 use std::hint::black_box;
 use std::time::Duration;
@@ -44,7 +44,7 @@ fn linear(c: &mut Criterion) {
             let layers = make_layers(format, out, inp, WORKING_SET_BYTES, 42);
             g.throughput(Throughput::Bytes(layers[0].weight_bytes() as u64));
             for tokens in [1usize, 16] {
-                let x = Rng::new(tokens as u64).values(tokens * inp);
+                let x = values(tokens as u64, tokens * inp);
                 let mut y = vec![0.0f32; tokens * out];
                 let id = BenchmarkId::new(format.name(), tokens);
                 g.bench_function(id, |b| {
@@ -63,7 +63,7 @@ fn linear(c: &mut Criterion) {
                     .into_iter()
                     .map(|l| l.with_activation_quant(ActivationQuant::Bf16).unwrap())
                     .collect();
-                let x = Rng::new(1).values(inp);
+                let x = values(1, inp);
                 let mut y = vec![0.0f32; out];
                 let id = BenchmarkId::new(format!("{}-bf16act", format.name()), 1);
                 g.bench_function(id, |b| {

@@ -11,7 +11,7 @@
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use edge_benches::{BenchFormat, Rng, make_layers};
+use edge_benches::{BenchFormat, make_layers, values};
 use edge_quant::linear::{ActivationQuant, simd_level};
 use std::hint::black_box;
 use std::time::Duration;
@@ -35,7 +35,7 @@ fn prefill(c: &mut Criterion) {
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(3));
         g.throughput(Throughput::Elements((TOKENS * out * inp) as u64));
-        let x = Rng::new(3).values(TOKENS * inp);
+        let x = values(3, TOKENS * inp);
         let mut y = vec![0.0f32; TOKENS * out];
         for format in [BenchFormat::Nvfp4, BenchFormat::Bf16] {
             let layer = make_layers(format, out, inp, 0, 42).swap_remove(0);

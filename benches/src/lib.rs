@@ -1,10 +1,11 @@
 //! Shared helpers for the workspace's criterion benchmarks (see `benches/benches/`):
-//! random data, the decode shapes, and weight sets large enough that a benchmark
-//! streams them from DRAM instead of the last-level cache.
+//! random data (drawn by `edge_core::rng::SeededRng`), the decode shapes, and weight sets
+//! large enough that a benchmark streams them from DRAM instead of the last-level cache.
 
 pub mod agentic;
 
 use edge_core::Bytes;
+use edge_core::rng::SeededRng;
 use edge_quant::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_quant::{Fp8Tensor, Nvfp4Tensor};
 use std::sync::Arc;
@@ -22,43 +23,10 @@ pub const WORKING_SET_BYTES: usize = 1 << 30;
 /// `bench decode` uses too; re-exported under the name the benchmarks use).
 pub use edge_core::read_bandwidth as read;
 
-/// A xorshift64* generator: fast, deterministic benchmark data.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in [-1, 1).
-    pub fn value(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-
-    /// `n` random bytes.
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next_u64().to_le_bytes());
-        }
-        v.truncate(n);
-        v
-    }
-
-    /// `n` values uniform in [-1, 1).
-    pub fn values(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.value()).collect()
-    }
+/// `n` values uniform in [-1, 1), drawn by the project's generator from `seed`.
+pub fn values(seed: u64, n: usize) -> Vec<f32> {
+    let mut rng = SeededRng::from_seed(seed);
+    (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect()
 }
 
 /// The weight formats (and activation modes) the linear benchmark measures.
@@ -135,11 +103,14 @@ pub fn make_layers(
 ) -> Vec<Linear> {
     let per = format.layer_bytes(out, inp);
     let count = min_total.div_ceil(per).max(2);
-    let mut rng = Rng::new(seed);
+    let mut rng = SeededRng::from_seed(seed);
     let n = out * inp;
     if format == BenchFormat::F32 {
         return (0..count)
-            .map(|_| Linear::new(out, inp, LinearWeight::F32(rng.values(n))).unwrap())
+            .map(|_| {
+                let w = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+                Linear::new(out, inp, LinearWeight::F32(w)).unwrap()
+            })
             .collect();
     }
     let mut store = rng.bytes(per * count);
@@ -165,7 +136,7 @@ pub fn make_layers(
                     let codes = slice(base..base + n / 2);
                     // Block scales 0x30..0x3f (0.25..0.9375): finite, positive.
                     let scales = (0..n / 16)
-                        .map(|_| 0x30 | (rng.next_u64() as u8 & 0xf))
+                        .map(|_| 0x30 | rng.below(16) as u8)
                         .collect::<Vec<u8>>();
                     LinearWeight::Nvfp4(
                         Nvfp4Tensor::from_parts(out, inp, codes, scales, 1e-3).unwrap(),
@@ -197,9 +168,7 @@ mod tests {
             assert!(layers.len() * f.layer_bytes(8, 32) >= 1000);
             assert_eq!(layers[0].weight_bytes(), f.layer_bytes(8, 32), "{f:?}");
             let mut y = vec![0.0; 8];
-            layers[1]
-                .forward(&Rng::new(2).values(32), 1, &mut y)
-                .unwrap();
+            layers[1].forward(&values(2, 32), 1, &mut y).unwrap();
             assert!(y.iter().all(|v| v.is_finite()), "{f:?}");
         }
     }

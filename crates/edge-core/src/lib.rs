@@ -13,6 +13,8 @@
 //! - [`par`]: parallel loops on rayon's pool, with a spinning team for decode steps;
 //! - [`read_bandwidth`]: memory read loops and the probe behind the decode benchmarks'
 //!   bandwidth bound;
+//! - [`rng`]: [`SeededRng`], the project's one seeded pseudo-random generator (sampling,
+//!   synthetic checkpoints, benchmark and test data);
 //! - [`simd`]: the CPU's features, detected once, as the [`simd::SimdLevel`] every CPU
 //!   kernel choice goes by (with proof tokens, [`simd::dispatch!`] and the one override,
 //!   [`simd::with_level`]).
@@ -33,6 +35,7 @@ mod error;
 mod kernel_source;
 pub mod par;
 pub mod read_bandwidth;
+pub mod rng;
 mod shape;
 pub mod simd;
 
@@ -45,4 +48,5 @@ pub use device::Device;
 pub use dtype::DType;
 pub use error::{CoreError, Result};
 pub use kernel_source::KernelSource;
+pub use rng::SeededRng;
 pub use shape::Shape;

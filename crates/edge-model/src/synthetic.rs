@@ -1,9 +1,12 @@
 //! Random-weight checkpoints of any Qwen3.5 shape, for tests and benchmarks (e.g. the
-//! ~0.53B benchmark model), written in the plain safetensors layout.
+//! ~0.53B benchmark model), written in the plain safetensors layout. The weights are
+//! drawn by [`SeededRng`] from the seed: a seed gives the same checkpoint, byte for
+//! byte, on every machine.
 
 use crate::config::Qwen35Config;
 use crate::manifest::{TensorRole, tensor_manifest};
 use crate::{ModelError, Result};
+use edge_core::rng::SeededRng;
 use std::path::Path;
 
 pub use crate::export::write_random_nvfp4_checkpoint;
@@ -139,7 +142,7 @@ fn write_checkpoint(
     let text = serde_json::to_string_pretty(config_json).unwrap_or_default();
     std::fs::write(&config_path, text).map_err(io(&config_path))?;
 
-    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rng = SeededRng::from_seed(seed);
     let manifest = tensor_manifest(&config);
     let mut values: Tensors = Vec::with_capacity(manifest.len());
     for spec in &manifest {
@@ -189,10 +192,10 @@ fn write_checkpoint(
 /// Seeded random values for a tensor of `role` and `shape`, scaled so that activations
 /// stay well-conditioned through many layers (linears: uniform with variance
 /// `1/fan_in`).
-pub(crate) fn random_values(role: TensorRole, shape: &[usize], rng: &mut u64) -> Vec<f32> {
+pub(crate) fn random_values(role: TensorRole, shape: &[usize], rng: &mut SeededRng) -> Vec<f32> {
     let n: usize = shape.iter().product();
     let fan_in = *shape.last().unwrap_or(&1) as f32;
-    let mut next = || uniform(rng);
+    let mut next = || rng.uniform(-1.0, 1.0);
     match role {
         TensorRole::Linear => {
             let a = (3.0 / fan_in).sqrt();
@@ -207,10 +210,44 @@ pub(crate) fn random_values(role: TensorRole, shape: &[usize], rng: &mut u64) ->
     }
 }
 
-/// Uniform in [−1, 1) from a 64-bit xorshift generator.
-pub(crate) fn uniform(state: &mut u64) -> f32 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    ((*state >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seed gives one checkpoint, byte for byte (what benchmarks and tests that
+    /// rebuild a model from its seed rely on); another seed gives other weights.
+    #[test]
+    fn a_seed_gives_the_same_checkpoint() {
+        let base = std::env::temp_dir().join(format!("edge-model-synth-{}", std::process::id()));
+        let bytes = |name: &str, seed| {
+            let dir = base.join(name);
+            write_random_checkpoint(&dir, &tiny_config(32), SyntheticDType::Bf16, seed).unwrap();
+            std::fs::read(dir.join("model.safetensors")).unwrap()
+        };
+        let (a, b, c) = (bytes("a", 9), bytes("b", 9), bytes("c", 10));
+        std::fs::remove_dir_all(&base).ok();
+        assert_eq!(a, b);
+        assert_eq!(a.len(), c.len());
+        assert_ne!(a, c);
+    }
+
+    /// Every role's values lie in the range its scale gives: linears within
+    /// ±√(3/fan_in), gated norms within 1 ± 0.1, and so on.
+    #[test]
+    fn values_lie_in_their_roles_ranges() {
+        let mut rng = SeededRng::from_seed(1);
+        let shape = [8, 48];
+        let check = |role, lo: f32, hi: f32, rng: &mut SeededRng| {
+            let v = random_values(role, &shape, rng);
+            assert_eq!(v.len(), 8 * 48);
+            assert!(v.iter().all(|x| (lo..hi).contains(x)), "{role:?}");
+        };
+        let a = (3.0f32 / 48.0).sqrt();
+        check(TensorRole::Linear, -a, a, &mut rng);
+        check(TensorRole::Embedding, -1.0, 1.0, &mut rng);
+        check(TensorRole::GatedNorm, 0.9, 1.1, &mut rng);
+        check(TensorRole::Conv, -0.5, 0.5, &mut rng);
+        // A_log = ln(1 + 7.5 · u), u uniform in [0, 2): within [0, ln 16).
+        check(TensorRole::ALog, 0.0, 16f32.ln(), &mut rng);
+    }
 }

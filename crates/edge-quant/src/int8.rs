@@ -218,15 +218,12 @@ mod tests {
         if edge_core::simd::Avx2::detect().is_none() {
             return;
         }
-        let mut seed = 7u64;
+        let mut rng = edge_core::rng::SeededRng::from_seed(7);
         // Seven whole blocks and a shorter last one.
         let n = 7 * BLOCK + 48;
         let mut x: Vec<f32> = (0..n)
             .map(|i| {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let u = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                let u = rng.uniform(-0.5, 0.5);
                 // Magnitudes from 1e-6 to 1e4, with exact ties in some blocks.
                 if (i / BLOCK).is_multiple_of(3) {
                     (i % 7) as f32 - 3.0

@@ -17,9 +17,10 @@
 
 mod cuda_support;
 
-use cuda_support::{Rng, device, gpu, time_us, to_bf16_bits, weight_data};
+use cuda_support::{device, gpu, normal, time_us, to_bf16_bits, weight_data};
 use edge_core::Device;
 use edge_core::cuda::{ComputeCapability, CudaDevice, KernelCache};
+use edge_core::rng::SeededRng;
 use edge_quant::cuda::{self as qc, CudaFp8Tensor, CudaNvfp4Tensor, sources};
 use edge_quant::fp8::kv::{dequantize_kv, quantize_kv};
 use edge_quant::linear::{Linear, LinearWeight};
@@ -214,7 +215,7 @@ fn nvfp4_quantize_errors_match_cpu(on: Device) {
 fn nvfp4_dequantize_matches_cpu_bits(on: Device) {
     let dev = device(on);
     let (rows, cols) = (256, 64); // 1024 blocks: every scale byte 4 times, NaN included
-    let mut rng = Rng(3);
+    let mut rng = SeededRng::from_seed(3);
     let codes = rng.bytes(rows * cols / 2);
     let scales: Vec<u8> = (0..rows * cols / 16).map(|i| i as u8).collect();
     // Ordinary, denormal-producing (no flush to zero) and zero global scales.
@@ -281,8 +282,8 @@ fn nvfp4_linear_matches_reference(on: Device) {
         let wd = w.dequantize();
         let layer = Linear::new(rows, cols, LinearWeight::Nvfp4(w)).unwrap();
         for tokens in [1, 2, 3, 4, 5, 8, 9, 16, 17, 33] {
-            let mut rng = Rng((rows * 1000 + tokens) as u64);
-            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let mut rng = SeededRng::from_seed((rows * 1000 + tokens) as u64);
+            let x: Vec<f32> = (0..tokens * cols).map(|_| normal(&mut rng)).collect();
             let y = qc::nvfp4_linear(&dev, &gw, &dev.upload(&x).unwrap(), tokens).unwrap();
             let what = format!("f32 {rows}x{cols} tokens={tokens}");
             worst = worst.max(check_linear(
@@ -422,17 +423,17 @@ fn decode_shape_timings() {
     let dev = gpu();
     // Qwen3.6-27B MLP shapes: gate/up 5120 → 17408 and down 17408 → 5120.
     for (rows, cols, label) in [(17408, 5120, "5120->17408"), (5120, 17408, "17408->5120")] {
-        let mut rng = Rng(rows as u64);
+        let mut rng = SeededRng::from_seed(rows as u64);
         // Random codes; scale bytes in 0x28..0x48 (0.125 .. 4): realistic magnitudes.
         let scales: Vec<u8> = (0..rows * cols / 16)
-            .map(|_| 0x28 + (rng.next() % 32) as u8)
+            .map(|_| 0x28 + rng.below(32) as u8)
             .collect();
         let w =
             Nvfp4Tensor::from_parts(rows, cols, rng.bytes(rows * cols / 2), scales, 1e-3).unwrap();
         let gw = CudaNvfp4Tensor::upload(&dev, &w).unwrap();
         let weight_mb = gw.storage_bytes() as f64 / 1e6;
         for tokens in [1, 16] {
-            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let x: Vec<f32> = (0..tokens * cols).map(|_| normal(&mut rng)).collect();
             let (bits, wide) = to_bf16_bits(&x);
             let (xf, xb) = (dev.upload(&x).unwrap(), dev.upload(&bits).unwrap());
             let mut y = dev.zeros::<f32>(tokens * rows).unwrap();

@@ -9,8 +9,9 @@
 
 mod cuda_support;
 
-use cuda_support::{Rng, device, gpu, time_us, to_bf16_bits, weight_data};
+use cuda_support::{device, gpu, normal, time_us, to_bf16_bits, weight_data};
 use edge_core::Device;
+use edge_core::rng::SeededRng;
 use edge_quant::Nvfp4Tensor;
 use edge_quant::cuda::{self as qc, CudaNvfp4Tensor};
 
@@ -61,8 +62,8 @@ fn nvfp4_tensor_core_matches_reference(on: Device) {
             Nvfp4Tensor::quantize(rows, cols, &weight_data(rows, cols, 300 + i as u64)).unwrap();
         let gw = CudaNvfp4Tensor::upload(&dev, &w).unwrap();
         for tokens in [1, 3, 8, 9, 16, 17, 32, 33, 64, 70] {
-            let mut rng = Rng((rows * 7919 + tokens) as u64);
-            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let mut rng = SeededRng::from_seed((rows * 7919 + tokens) as u64);
+            let x: Vec<f32> = (0..tokens * cols).map(|_| normal(&mut rng)).collect();
             let (bits, wide) = to_bf16_bits(&x);
             let yf = qc::nvfp4_linear_tc(&dev, &gw, &dev.upload(&x).unwrap(), tokens).unwrap();
             let yb =
@@ -100,7 +101,7 @@ fn nvfp4_mlp_sweep_27b() {
     let dev = gpu();
     // 16 distinct Qwen3.6-27B MLP matrices (gate/up 5120 → 17408, down 17408 → 5120):
     // together far larger than L2, so every pass reads its weights from DRAM.
-    let mut rng = Rng(27);
+    let mut rng = SeededRng::from_seed(27);
     let mats: Vec<CudaNvfp4Tensor> = (0..16)
         .map(|i| {
             let (rows, cols) = if i % 3 == 2 {
@@ -109,7 +110,7 @@ fn nvfp4_mlp_sweep_27b() {
                 (17408, 5120)
             };
             let scales: Vec<u8> = (0..rows * cols / 16)
-                .map(|_| 0x28 + (rng.next() % 32) as u8)
+                .map(|_| 0x28 + rng.below(32) as u8)
                 .collect();
             let w = Nvfp4Tensor::from_parts(rows, cols, rng.bytes(rows * cols / 2), scales, 1e-3)
                 .unwrap();
@@ -132,7 +133,7 @@ fn nvfp4_mlp_sweep_27b() {
     );
     println!("tokens | CUDA cores µs  GB/s | tensor cores µs  GB/s  of copy");
     for tokens in [1, 2, 4, 8, 16, 32, 64] {
-        let x: Vec<f32> = (0..tokens * 17408).map(|_| rng.normal()).collect();
+        let x: Vec<f32> = (0..tokens * 17408).map(|_| normal(&mut rng)).collect();
         let (bits, _) = to_bf16_bits(&x);
         // Activations for both input widths, uploaded once (not inside the timing).
         let x5120 = dev.upload(&bits[..tokens * 5120]).unwrap();
@@ -178,8 +179,8 @@ fn bf16_tensor_core_matches_cpu_linear(on: Device) {
             .unwrap();
         let gw = qc::CudaBf16Matrix::upload(&dev, &wbits, rows, cols).unwrap();
         for tokens in [1, 5, 16, 33, 70] {
-            let mut rng = Rng((rows * 31 + tokens) as u64);
-            let x: Vec<f32> = (0..tokens * cols).map(|_| rng.normal()).collect();
+            let mut rng = SeededRng::from_seed((rows * 31 + tokens) as u64);
+            let x: Vec<f32> = (0..tokens * cols).map(|_| normal(&mut rng)).collect();
             let (bits, xb) = to_bf16_bits(&x);
             let mut want = vec![0.0f32; tokens * rows];
             cpu.forward(&x, tokens, &mut want).unwrap();

@@ -6,6 +6,7 @@
 //! SIMD level chosen on this machine.
 
 use edge_core::Bytes;
+use edge_core::rng::SeededRng;
 use edge_core::simd::with_level;
 use edge_quant::linear::{
     ActivationQuant, FAST_PATH_REL_TOLERANCE, Linear, LinearWeight, SimdLevel, simd_level,
@@ -14,30 +15,20 @@ use edge_quant::nvfp4::activation::{quantize_activation_row, quantize_activation
 use edge_quant::{Fp8Tensor, Nvfp4Tensor, QuantError, int8};
 use proptest::prelude::*;
 
-/// xorshift64*: deterministic data from a proptest-chosen seed (fast for big shapes).
-struct Rng(u64);
+/// Test data drawn by the project's generator from a proptest-chosen seed.
+struct Data(SeededRng);
 
-impl Rng {
+impl Data {
     fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        Data(SeededRng::from_seed(seed))
     }
     fn byte(&mut self) -> u8 {
-        (self.next() >> 56) as u8
+        (self.0.next_u64() >> 56) as u8
     }
-    /// Uniform in [-1, 1), with an occasional ×16 outlier.
+    /// Uniform in [-1, 1), with an occasional ×16 outlier (1 in 64).
     fn value(&mut self) -> f32 {
-        let v = (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-        if self.next().is_multiple_of(64) {
-            v * 16.0
-        } else {
-            v
-        }
+        let v = self.0.uniform(-1.0, 1.0);
+        if self.0.below(64) == 0 { v * 16.0 } else { v }
     }
     /// Any E4M3 byte except the two NaNs.
     fn e4m3(&mut self) -> u8 {
@@ -65,7 +56,7 @@ enum Format {
 }
 
 /// A layer of `format` with random weights, and its dequantized weight.
-fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Rng) -> (Linear, Vec<f32>) {
+fn make_layer(format: Format, out: usize, inp: usize, rng: &mut Data) -> (Linear, Vec<f32>) {
     let n = out * inp;
     let weight = match format {
         Format::F32 => LinearWeight::F32((0..n).map(|_| rng.value()).collect()),
@@ -124,7 +115,7 @@ fn check_case_with(
     inp: usize,
     seed: u64,
 ) {
-    let mut rng = Rng::new(seed);
+    let mut rng = Data::new(seed);
     let (mut lin, w) = make_layer(format, out, inp, &mut rng);
     let x: Vec<f32> = (0..tokens * inp).map(|_| rng.value()).collect();
     // x̂: the activations the product effectively uses.
@@ -459,7 +450,7 @@ fn check_shared_forward(level: SimdLevel, layers: &[&Linear], x: &[f32], tokens:
 /// weight formats) must still get their own, so each output equals its own `forward`.
 #[test]
 fn shared_forward_keeps_each_layers_activation_mode() {
-    let mut rng = Rng::new(12);
+    let mut rng = Data::new(12);
     let inp = 384;
     let w4a4 = |input_scale| ActivationQuant::Nvfp4 { input_scale };
     let layers: Vec<Linear> = [
@@ -490,7 +481,7 @@ fn shared_forward_keeps_each_layers_activation_mode() {
 /// group, prompt and decode token counts, bf16 and f32 activations; and it checks shapes.
 #[test]
 fn shared_forward_equals_per_layer_forward() {
-    let mut rng = Rng::new(11);
+    let mut rng = Data::new(11);
     let inp = 160;
     for bf16_act in [true, false] {
         let layers: Vec<Linear> = [

@@ -10,6 +10,7 @@
 //! general bound holds there, and requantizing is not idempotent there either (see
 //! `subnormal_block_scale_is_not_idempotent`).
 
+use edge_core::rng::SeededRng;
 use edge_quant::formats::{e2m1, e4m3};
 use edge_quant::fp8::kv::{dequantize_kv, quantize_kv};
 use edge_quant::nvfp4::swizzle::{padded_dims, swizzle_scales, unswizzle_scales};
@@ -190,9 +191,7 @@ proptest! {
     #[test]
     fn swizzle_unswizzle_inverse(rows in 0usize..300, scale_cols in 0usize..13, seed in any::<u64>()) {
         let n = rows * scale_cols;
-        let scales: Vec<u8> = (0..n as u64)
-            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed).to_le_bytes()[3])
-            .collect();
+        let scales = SeededRng::from_seed(seed).bytes(n);
         let sw = swizzle_scales(rows, scale_cols, &scales).unwrap();
         let (pr, pc) = padded_dims(rows, scale_cols).unwrap();
         prop_assert_eq!(sw.len(), pr * pc);

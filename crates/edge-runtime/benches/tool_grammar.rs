@@ -10,6 +10,7 @@
 //! Run: `cargo bench -p edge-runtime --bench tool_grammar`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use edge_core::rng::SeededRng;
 use edge_runtime::tool_calls::{GrammarState, TokenBytes, ToolConstraint};
 use serde_json::json;
 use std::hint::black_box;
@@ -18,13 +19,7 @@ use std::sync::Arc;
 const VOCAB: usize = 248_320;
 
 fn vocab() -> TokenBytes {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = SeededRng::from_seed(1);
     let tags = [
         "<tool_call>",
         "</tool_call>",
@@ -35,12 +30,12 @@ fn vocab() -> TokenBytes {
     ];
     let mut tokens: Vec<Vec<u8>> = tags.iter().map(|t| t.as_bytes().to_vec()).collect();
     while tokens.len() < VOCAB {
-        let len = 1 + (next() % 10) as usize;
+        let len = 1 + rng.below(10);
         let token = (0..len)
-            .map(|i| match next() % 10 {
+            .map(|i| match rng.below(10) {
                 0 if i == 0 => b' ',
-                0..=6 => b'a' + (next() % 26) as u8,
-                _ => b' ' + (next() % 95) as u8,
+                0..=6 => b'a' + rng.below(26) as u8,
+                _ => b' ' + rng.below(95) as u8,
             })
             .collect();
         tokens.push(token);

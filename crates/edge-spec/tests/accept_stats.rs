@@ -5,6 +5,7 @@
 //! with probability min(1, 2·p); or draw the residual without conditioning on the
 //! rejected drafts) must fail the same test by far, showing its power.
 
+use edge_core::rng::SeededRng;
 use edge_spec::{Acceptance, DraftTree, Result, Sampler, SamplingParams, accept};
 
 const VOCAB: usize = 5;
@@ -17,6 +18,8 @@ const CHI2_999: [f64; 24] = [
     34.528, 36.123, 37.697, 39.252, 40.790, 42.312, 43.820, 45.315, 46.797, 48.268, 49.728, 51.179,
 ];
 
+/// splitmix64's finaliser, as a hash (of a context, or of a run's number into its
+/// sampler's seed), not as a generator.
 fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -33,21 +36,11 @@ fn target_logits(context: &[u32]) -> [f32; VOCAB] {
     std::array::from_fn(|v| (mix(h ^ v as u64) >> 40) as f32 / (1 << 24) as f32 * 6.0 - 3.5)
 }
 
-/// A small generator for the trees (independent of the samplers).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = mix(self.0);
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// A random tree of depth ≤ 3 (0 included: a bare root), 1–3 children per inner
 /// node with distinct tokens, in breadth-first order. Like a real drafter's, the
 /// children are the top of a noisy copy of the target (logits plus uniform noise in
 /// [-2, 2]), likelier first.
-fn random_tree(rng: &mut Rng) -> DraftTree {
+fn random_tree(rng: &mut SeededRng) -> DraftTree {
     let max_depth = rng.below(4);
     let mut tree = DraftTree {
         tokens: vec![PROMPT[PROMPT.len() - 1]],
@@ -149,7 +142,8 @@ fn chi_square(base: SamplingParams, rule: Rule) -> (f64, f64) {
         }
     }
     let mut observed = [0u64; VOCAB * VOCAB];
-    let mut trees = Rng(0x5eed);
+    // The trees' own generator, independent of the samplers'.
+    let mut trees = SeededRng::from_seed(0x5eed);
     for run in 0..RUNS {
         let tree = random_tree(&mut trees);
         let seed = mix(run ^ base.seed);

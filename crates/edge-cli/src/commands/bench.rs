@@ -7,6 +7,7 @@ use super::engine_args::EngineArgs;
 use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_core::read_bandwidth::ReadProbe;
+use edge_core::rng::SeededRng;
 use edge_model::synthetic::{
     SyntheticDType, bench_0p5b_config, qwen36_27b_config, write_predictable_checkpoint,
     write_random_checkpoint, write_random_nvfp4_checkpoint,
@@ -79,7 +80,7 @@ pub struct SynthArgs {
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
-    /// Seed.
+    /// Seed of the random weights: a seed gives the same checkpoint on every machine.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Add an MTP head and make the continuation predictable (token t + 1 after t, for
@@ -165,15 +166,11 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
             activations: a.engine.activations(a.act_quant),
         },
     )?;
-    let vocab = model.config().vocab_size as u64;
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let vocab = model.config().vocab_size;
+    // Random prompt tokens, the same on every run.
+    let mut rng = SeededRng::from_seed(0);
     let prompt: Vec<u32> = (0..a.prompt_tokens.max(1))
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % vocab) as u32
-        })
+        .map(|_| rng.below(vocab) as u32)
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
     let model = Arc::new(model);

@@ -305,16 +305,15 @@ impl ChunkScratch {
 mod tests {
     use super::*;
     use crate::cpu::simd::NEGLIGIBLE;
+    use edge_core::rng::SeededRng;
 
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    /// Uniform in [−0.5, 0.5).
+    fn draw(rng: &mut SeededRng) -> f32 {
+        rng.uniform(-0.5, 0.5)
     }
 
-    fn normalised(rows: usize, d: usize, seed: &mut u64, scale: f32) -> Vec<f32> {
-        let mut x: Vec<f32> = (0..rows * d).map(|_| lcg(seed)).collect();
+    fn normalised(rows: usize, d: usize, rng: &mut SeededRng, scale: f32) -> Vec<f32> {
+        let mut x: Vec<f32> = (0..rows * d).map(|_| draw(rng)).collect();
         for r in x.chunks_mut(d) {
             crate::cpu::norm::l2_norm(r);
             r.iter_mut().for_each(|v| *v *= scale);
@@ -337,16 +336,16 @@ mod tests {
     impl Head {
         fn random(
             (len, dk, dv): (usize, usize, usize),
-            seed: &mut u64,
+            rng: &mut SeededRng,
             v_scale: f32,
             beta: impl Fn(usize, f32) -> f32,
             g: impl Fn(usize, f32) -> f32,
         ) -> Self {
-            let q = normalised(len, dk, seed, 1.0 / (dk as f32).sqrt());
-            let k = normalised(len, dk, seed, 1.0);
-            let v = (0..len * dv).map(|_| lcg(seed) * v_scale).collect();
-            let beta = (0..len).map(|i| beta(i, lcg(seed))).collect();
-            let g = (0..len).map(|i| g(i, lcg(seed))).collect();
+            let q = normalised(len, dk, rng, 1.0 / (dk as f32).sqrt());
+            let k = normalised(len, dk, rng, 1.0);
+            let v = (0..len * dv).map(|_| draw(rng) * v_scale).collect();
+            let beta = (0..len).map(|i| beta(i, draw(rng))).collect();
+            let g = (0..len).map(|i| g(i, draw(rng))).collect();
             Head {
                 q,
                 k,
@@ -379,19 +378,19 @@ mod tests {
     #[test]
     fn fast_forgetting_heads_stay_clear_of_subnormals() {
         let (len, dk, dv) = (130, 8, 6);
-        let mut seed = 11;
+        let mut rng = SeededRng::from_seed(11);
         // Weak writes (some nearly none, as a gate deep in its sigmoid's tail gives) and
         // steady decay: products of decay factors near 2⁻⁶⁰ with small β·k·k, and a few
         // huge steps.
         let head = Head::random(
             (len, dk, dv),
-            &mut seed,
+            &mut rng,
             1e-3,
             |i, u| (u + 0.5) * if i % 13 == 3 { 1e-25 } else { 0.02 },
             |i, u| if i % 29 == 5 { -90.0 } else { (u - 1.5) * 1.5 },
         );
         let inp = head.inputs();
-        let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed) * 1e-3).collect();
+        let init: Vec<f32> = (0..dk * dv).map(|_| draw(&mut rng) * 1e-3).collect();
         let (mut s1, mut s2) = (init.clone(), init);
         let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);
         let subnormals = |x: &[f32]| x.iter().filter(|v| v.is_subnormal()).count();
@@ -439,16 +438,16 @@ mod tests {
     #[test]
     fn chunked_matches_recurrent_across_chunks() {
         let (len, dk, dv) = (150, 8, 6);
-        let mut seed = 7;
+        let mut rng = SeededRng::from_seed(7);
         let head = Head::random(
             (len, dk, dv),
-            &mut seed,
+            &mut rng,
             4.0,
             |_, u| u + 0.5,
             |_, u| -(u + 0.5) * 0.3,
         );
         let inp = head.inputs();
-        let init: Vec<f32> = (0..dk * dv).map(|_| lcg(&mut seed)).collect();
+        let init: Vec<f32> = (0..dk * dv).map(|_| draw(&mut rng)).collect();
         let (mut s1, mut s2) = (init.clone(), init);
         let (mut o1, mut o2) = (vec![0.0; len * dv], vec![0.0; len * dv]);
         recurrent(&inp, &mut s1, &mut o1);

@@ -62,7 +62,7 @@ fn recurrence_case(
     let dev = device(on);
     let (hk, hv, dk, dv, slots) = (16, 48, 128, 128, 5);
     let rows: usize = span_rows.iter().sum();
-    let unit = |n: usize, seed: u32, scale: f32| -> Vec<f32> {
+    let unit = |n: usize, seed: u64, scale: f32| -> Vec<f32> {
         let mut x = values(n, seed, 1.0);
         for head in x.chunks_mut(dk) {
             let norm = head.iter().map(|v| v * v).sum::<f32>().sqrt();

@@ -9,6 +9,7 @@ use crate::backend::Gate;
 use crate::cpu::norm;
 use edge_core::Device;
 use edge_core::cuda::{CudaDevice, KernelCache};
+use edge_core::rng::SeededRng;
 use std::sync::Arc;
 
 /// The CUDA device a device-parameterised test runs on (`device_test!`), on a GPU with
@@ -20,16 +21,10 @@ pub(super) fn device(on: Device) -> Arc<CudaDevice> {
     CudaDevice::open(on, &super::HOST_KERNEL_TABLES, cache).expect("open the CUDA device")
 }
 
-/// Deterministic values in about [−scale, scale].
-pub(super) fn values(n: usize, seed: u32, scale: f32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let h = (i as u32)
-                .wrapping_mul(2_654_435_761)
-                .wrapping_add(seed.wrapping_mul(40_503));
-            ((h >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect()
+/// `n` values uniform in [−scale, scale), drawn by [`SeededRng`] from `seed`.
+pub(super) fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut rng = SeededRng::from_seed(seed);
+    (0..n).map(|_| rng.uniform(-scale, scale)).collect()
 }
 
 pub(super) fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], rel: f32) {

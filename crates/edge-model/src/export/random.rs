@@ -8,6 +8,7 @@ use crate::config::Qwen35Config;
 use crate::manifest::{TensorRole, tensor_manifest};
 use crate::synthetic::random_values;
 use crate::{ModelError, Result};
+use edge_core::rng::SeededRng;
 use std::path::Path;
 
 /// E4M3 bits of 1.0: every block scale (the global scale carries the magnitude).
@@ -31,7 +32,7 @@ pub fn write_random_nvfp4_checkpoint(
     let config = Qwen35Config::from_json(config_json, None)?;
     let plan = QuantizePlan::modelopt_default(&config);
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut rng = SeededRng::from_seed(seed);
     let mut shards = Shards::new(dir, SHARD_BYTES);
     for spec in tensor_manifest(&config) {
         let prefix = spec.name.strip_suffix(".weight").unwrap_or(&spec.name);
@@ -63,19 +64,18 @@ pub fn write_random_nvfp4_checkpoint(
 }
 
 /// The four tensors of an NVFP4 linear: codes, block scales, global and input scales.
-fn nvfp4_tensors(prefix: &str, rows: usize, cols: usize, rng: &mut u64) -> Result<Vec<Tensor>> {
+fn nvfp4_tensors(
+    prefix: &str,
+    rows: usize,
+    cols: usize,
+    rng: &mut SeededRng,
+) -> Result<Vec<Tensor>> {
     if !cols.is_multiple_of(16) {
         return Err(ModelError::InvalidInput(format!(
             "{prefix}: NVFP4 needs in_features divisible by 16, the config gives {cols}"
         )));
     }
-    let mut codes = vec![0u8; rows * cols / 2];
-    for chunk in codes.chunks_mut(8) {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        chunk.copy_from_slice(&rng.to_le_bytes()[..chunk.len()]);
-    }
+    let codes = rng.bytes(rows * cols / 2);
     let global = (1.0 / cols as f32).sqrt() / E2M1_RMS;
     let scalar = |name: String, v: f32| {
         (

@@ -3,18 +3,12 @@
 
 use super::*;
 use crate::formats::e4m3;
+use edge_core::rng::SeededRng;
 
-/// A deterministic pseudo-random sequence in [-1, 1).
-fn noise(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
+/// `n` values uniform in [-1, 1), drawn from `seed`.
+fn noise(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = SeededRng::from_seed(seed);
+    (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect()
 }
 
 /// [`Linear::forward`] with the SIMD level forced to `level` (which must be available).

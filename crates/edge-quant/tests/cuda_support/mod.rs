@@ -4,6 +4,7 @@
 
 use edge_core::Device;
 use edge_core::cuda::{CudaDevice, KernelCache};
+use edge_core::rng::SeededRng;
 use half::bf16;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -35,35 +36,17 @@ pub fn gpu() -> Arc<CudaDevice> {
         .clone()
 }
 
-/// splitmix64: deterministic data without a dependency.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub fn uniform(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    /// Roughly normal (Irwin–Hall with 4 terms), unit variance.
-    pub fn normal(&mut self) -> f32 {
-        let s: f32 = (0..4).map(|_| self.uniform()).sum();
-        (s - 2.0) * 3f32.sqrt()
-    }
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+/// Roughly normal (Irwin–Hall with 4 terms), unit variance.
+pub fn normal(rng: &mut SeededRng) -> f32 {
+    let s: f32 = (0..4).map(|_| rng.next_f32()).sum();
+    (s - 2.0) * 3f32.sqrt()
 }
 
 /// Weight-like data: N(0, 0.05²), sparse outliers ×40, one all-zero block, one block of
 /// tiny values and exact E2M1 ties (which exercise every rounding rule).
 pub fn weight_data(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
-    let mut rng = Rng(seed);
-    let mut x: Vec<f32> = (0..rows * cols).map(|_| 0.05 * rng.normal()).collect();
+    let mut rng = SeededRng::from_seed(seed);
+    let mut x: Vec<f32> = (0..rows * cols).map(|_| 0.05 * normal(&mut rng)).collect();
     for i in (0..x.len()).step_by(97) {
         x[i] *= 40.0;
     }

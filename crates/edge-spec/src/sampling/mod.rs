@@ -1,12 +1,13 @@
 //! Token sampling: greedy, or temperature with optional top-k / min-p / top-p, after
-//! presence, frequency and repetition penalties, driven by a seeded generator so runs
-//! are reproducible.
+//! presence, frequency and repetition penalties, driven by the request's seed through
+//! the project's one generator ([`edge_core::rng::SeededRng`]), so runs are reproducible.
 //!
 //! It lives here because speculative verification must accept drafts against exactly
 //! the distribution plain sampling draws from ([`Sampler::distribution`]);
 //! `edge_runtime::sampling` re-exports it.
 
 use crate::{Result, SpecError};
+use edge_core::rng::SeededRng;
 use edge_model::{TopLogits, argmax};
 
 #[cfg(test)]
@@ -147,11 +148,12 @@ enum Tail {
     Sum(f32),
 }
 
-/// A seeded sampler (PCG-XSH-RR 64/32 generator).
+/// A seeded sampler: its draws come from [`SeededRng::from_seed`] of the request's
+/// `seed`, so a seed gives the same tokens on every machine.
 #[derive(Clone, Debug)]
 pub struct Sampler {
     params: SamplingParams,
-    state: u64,
+    rng: SeededRng,
     history: penalties::History,
 }
 
@@ -159,14 +161,11 @@ impl Sampler {
     /// Creates a sampler after validating `params`.
     pub fn new(params: SamplingParams) -> Result<Self> {
         params.validate()?;
-        let mut s = Sampler {
+        Ok(Sampler {
             params,
-            state: 0,
+            rng: SeededRng::from_seed(params.seed),
             history: Default::default(),
-        };
-        s.state = params.seed.wrapping_add(0x853c_49e6_748f_ea9b);
-        s.next_u32();
-        Ok(s)
+        })
     }
 
     /// The parameters it samples with.
@@ -193,18 +192,10 @@ impl Sampler {
         self.params.temperature == 0.0
     }
 
-    fn next_u32(&mut self) -> u32 {
-        let old = self.state;
-        self.state = old
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let xorshifted = (((old >> 18) ^ old) >> 27) as u32;
-        xorshifted.rotate_right((old >> 59) as u32)
-    }
-
-    /// The next uniform number in [0, 1) (24 random bits), advancing the generator.
+    /// The next uniform number in [0, 1) (24 random bits: [`SeededRng::next_f32`]),
+    /// advancing the generator.
     pub fn uniform(&mut self) -> f32 {
-        (self.next_u32() >> 8) as f32 / (1u32 << 24) as f32
+        self.rng.next_f32()
     }
 
     /// The distribution [`Sampler::sample`] draws from for one row of logits: the

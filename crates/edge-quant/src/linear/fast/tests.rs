@@ -2,6 +2,7 @@
 //! portable ones, and the default integer-row methods.
 
 use super::*;
+use edge_core::rng::SeededRng;
 
 #[test]
 fn perms_are_bijections() {
@@ -45,17 +46,9 @@ fn perms_are_bijections() {
     assert_eq!(&dst[128..], &src[128..]);
 }
 
-/// Deterministic bytes.
+/// `n` random bytes drawn from `seed`.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
+    SeededRng::from_seed(seed).bytes(n)
 }
 
 /// Equal values (±0 alike: integer tables have no −0) or both NaN.
