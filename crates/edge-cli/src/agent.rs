@@ -112,7 +112,10 @@ mod tests {
             r#"{"tools": {"name": "x"}}"#,
             r#"{"tools": [{"type": "function"}]}"#,
         ] {
-            assert!(AgentContext::from_json(bad, "t").is_err(), "{bad}");
+            assert!(
+                matches!(AgentContext::from_json(bad, "t"), Err(CliError::Usage(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -311,6 +311,11 @@ mod tests {
                 })
             })
         });
-        assert!(caught.is_err());
+        let payload = caught.expect_err("the panic reaches the caller");
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        assert_eq!(message, Some("item 17 fails"));
     }
 }

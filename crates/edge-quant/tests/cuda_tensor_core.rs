@@ -12,8 +12,8 @@ mod cuda_support;
 use cuda_support::{device, gpu, normal, time_us, to_bf16_bits, weight_data};
 use edge_core::Device;
 use edge_core::rng::SeededRng;
-use edge_quant::Nvfp4Tensor;
 use edge_quant::cuda::{self as qc, CudaNvfp4Tensor};
+use edge_quant::{Nvfp4Tensor, QuantError};
 
 /// Bound on `|y − y_ref|` relative to `Σ_k |x̂_k·ŵ_k|`: the products are exact and the
 /// tensor cores sum them in (at least) f32, then the CTA adds its warps' partials and
@@ -215,7 +215,10 @@ fn bf16_tensor_core_matches_cpu_linear(on: Device) {
         }
     }
     let bad = qc::CudaBf16Matrix::upload(&dev, &[0u16; 24], 2, 12);
-    assert!(bad.is_err(), "columns not a multiple of 16");
+    assert!(
+        matches!(bad, Err(QuantError::NotMultiple { .. })),
+        "columns not a multiple of 16"
+    );
 }
 
 edge_core::device_test!(nvfp4_tensor_core_matches_reference, cuda);

@@ -9,8 +9,8 @@ mod support;
 
 use edge_core::Device;
 use edge_model::{ActivationMode, Cpu, Qwen35Model};
-use edge_runtime::{Engine, EngineConfig, GenerateRequest, StopReason};
-use edge_spec::{SpecConfig, Speculator};
+use edge_runtime::{Engine, EngineConfig, GenerateRequest, RuntimeError, StopReason};
+use edge_spec::{SpecConfig, SpecError, Speculator};
 use proptest::prelude::*;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -238,12 +238,24 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
         SpecConfig::tree(3, 2, 65),
         SpecConfig::tree(10, 8, 32),
     ] {
-        assert!(Speculator::new(&mtp, bad).is_err(), "{bad:?}");
+        assert!(
+            matches!(
+                Speculator::new(&mtp, bad),
+                Err(SpecError::InvalidRequest(_))
+            ),
+            "{bad:?}"
+        );
         let config = EngineConfig {
             speculation: Some(bad),
             ..EngineConfig::default()
         };
-        assert!(Engine::new(mtp.clone(), config).is_err(), "{bad:?}");
+        assert!(
+            matches!(
+                Engine::new(mtp.clone(), config),
+                Err(RuntimeError::Spec(SpecError::InvalidRequest(_)))
+            ),
+            "{bad:?}"
+        );
     }
 }
 

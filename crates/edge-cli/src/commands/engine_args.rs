@@ -159,8 +159,15 @@ mod tests {
         assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
         assert_eq!(parse_bytes("3M"), Ok(3_000_000));
         assert_eq!(parse_bytes("1234"), Ok(1234));
-        assert!(parse_bytes("lots").is_err());
-        assert!(parse_bytes("4TB").is_err());
-        assert!(parse_bytes("99999999999999999999GiB").is_err());
+        // clap shows the message as it is: each names what was wrong.
+        for (bad, says) in [
+            ("lots", "is not a byte count"),
+            ("99999999999999999999GiB", "is not a byte count"),
+            ("4TB", "unknown byte unit `TB`"),
+            ("20000000000GiB", "is too large"),
+        ] {
+            let err = parse_bytes(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 }

@@ -393,7 +393,8 @@ mod tests {
             json!({"k1": 1, "k2": "v"})
         );
         assert_eq!(java("new HashMap<>()", "HashMap", None).unwrap(), json!({}));
-        assert!(java("x", "Set", None).is_err());
+        let err = java("x", "Set", None).unwrap_err();
+        assert!(err.contains("Set"), "{err}");
     }
 
     #[test]
