@@ -18,15 +18,17 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn out_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("edge-export-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A folder the export creates, inside the test's own temporary folder (tests run in
+/// parallel), which is removed when dropped.
+fn out_dir() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    (tmp, out)
 }
 
 #[test]
 fn nvfp4_export_is_byte_identical_to_modelopt() {
-    let dst = out_dir("nvfp4");
+    let (_tmp, dst) = out_dir();
     let opts = ExportOptions {
         format: QuantFormat::Nvfp4,
         calibration: None,
@@ -91,12 +93,11 @@ fn nvfp4_export_is_byte_identical_to_modelopt() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("input_scale"), "{err}");
-    std::fs::remove_dir_all(&dst).ok();
 }
 
 #[test]
 fn fp8_export_round_trips_and_shards() {
-    let dst = out_dir("fp8");
+    let (_tmp, dst) = out_dir();
     let opts = ExportOptions {
         format: QuantFormat::Fp8,
         calibration: None,
@@ -154,7 +155,6 @@ fn fp8_export_round_trips_and_shards() {
     assert_eq!(quantized, 25);
     let model = Qwen35Model::load(&dst, ActivationMode::None).unwrap();
     run(&model, &[5, 9, 200], LogitRows::All);
-    std::fs::remove_dir_all(&dst).ok();
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn calibrated_export_matches_modelopt_scales() {
     let prompts: Vec<Vec<u32>> = ids.chunks(cols).map(|c| c.to_vec()).collect();
     let scales =
         edge_model::export::calibrate(&fixture("qwen35-tiny-nvfp4-src"), &prompts).unwrap();
-    let dst = out_dir("calibrated");
+    let (_tmp, dst) = out_dir();
     let opts = ExportOptions {
         format: QuantFormat::Nvfp4,
         calibration: Some(scales),
@@ -209,5 +209,4 @@ fn calibrated_export_matches_modelopt_scales() {
     assert!(hq.contains("\"kv_cache_quant_algo\": \"FP8\""), "{hq}");
     let model = Qwen35Model::load(&dst, ActivationMode::Nvfp4).unwrap();
     run(&model, &[1, 2, 3], LogitRows::Last);
-    std::fs::remove_dir_all(&dst).ok();
 }

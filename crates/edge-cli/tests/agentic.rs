@@ -17,10 +17,9 @@ fn dataset() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/data/agentic_synthetic.jsonl")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("edge-agentic-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// The test's own folder (tests run in parallel), removed when dropped.
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
 fn bench(extra: &[&str]) -> Output {
@@ -48,7 +47,8 @@ fn serve() -> (std::process::Child, String) {
 
 #[test]
 fn in_process_and_endpoint_replays_agree() {
-    let dir = scratch("modes");
+    let tmp = scratch();
+    let dir = tmp.path();
     let (local, remote) = (dir.join("in.json"), dir.join("ep.json"));
     // Tree speculation in both, so acceptance is reported in-process and through
     // `usage.speculation` over HTTP.
@@ -116,12 +116,12 @@ fn in_process_and_endpoint_replays_agree() {
     ok(&o);
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.contains(">in<") && svg.contains(">ep<"), "{svg}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    let dir = scratch("errors");
+    let tmp = scratch();
+    let dir = tmp.path();
     let fail = |o: Output, needle: &str| {
         assert!(!o.status.success());
         let err = String::from_utf8_lossy(&o.stderr);
@@ -160,5 +160,4 @@ fn bad_input_is_a_clear_error() {
         ]),
         "cannot reach",
     );
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -14,10 +14,6 @@ fn data() -> String {
         .to_string()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("edge-bfcl-{}-{name}", std::process::id()))
-}
-
 /// Reads a written report and removes its file.
 fn take_report(path: &std::path::Path) -> serde_json::Value {
     let r = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
@@ -27,7 +23,8 @@ fn take_report(path: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn self_check_scores_the_fixture_fully() {
-    let report = tmp("self.json");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("self.json");
     let o = bin()
         .args([
             "bench",
@@ -53,8 +50,9 @@ fn self_check_scores_the_fixture_fully() {
 
 #[test]
 fn recorded_answers_are_scored_with_reasons() {
-    let answers = tmp("answers.jsonl");
-    let report = tmp("answers.json");
+    let dir = tempfile::tempdir().unwrap();
+    let answers = dir.path().join("answers.jsonl");
+    let report = dir.path().join("answers.json");
     let lines = [
         // Right: an int for a float, arguments as JSON text.
         r#"{"id": "simple_python_88", "tool_calls": [{"name": "calculate_BMI", "arguments": "{\"weight_kg\": 70, \"height_m\": 1.75}"}]}"#,
@@ -122,7 +120,8 @@ fn unreachable_endpoints_and_bad_data_are_errors() {
 
 #[test]
 fn the_embedded_model_answers_in_process() {
-    let report = tmp("model.json");
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("model.json");
     let o = bin()
         .args(["bench", "bfcl", "--data", &data(), "--categories"])
         .args([

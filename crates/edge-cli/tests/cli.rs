@@ -42,7 +42,8 @@ fn logits_shape(path: &std::path::Path) -> Vec<usize> {
 
 #[test]
 fn generate_json_and_logits_out() {
-    let out = std::env::temp_dir().join(format!("edge-cli-gen-{}.safetensors", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("logits.safetensors");
     let o = bin()
         .args([
             "generate",
@@ -71,13 +72,12 @@ fn generate_json_and_logits_out() {
     let n = v["generated_tokens"].as_u64().unwrap() as usize;
     assert_eq!(v["tokens"].as_array().unwrap().len(), n);
     assert_eq!(logits_shape(&out), vec![n, 256]);
-    std::fs::remove_file(out).ok();
 }
 
 #[test]
 fn score_writes_every_position() {
-    let out =
-        std::env::temp_dir().join(format!("edge-cli-score-{}.safetensors", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("logits.safetensors");
     let o = bin()
         .args([
             "score",
@@ -92,7 +92,6 @@ fn score_writes_every_position() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(logits_shape(&out), vec![3, 256]);
-    std::fs::remove_file(out).ok();
 }
 
 /// `score --mtp-logits-out` against the MTP logits of the independent torch reference
@@ -108,7 +107,8 @@ fn score_writes_mtp_logits_matching_the_reference() {
     let want: Vec<f32> = (st.tensor("mtp_logits").unwrap().data().chunks_exact(4))
         .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
         .collect();
-    let out = std::env::temp_dir().join(format!("edge-cli-mtp-{}.safetensors", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("mtp_logits.safetensors");
     let o = bin()
         .args(["score", "--model", &dir, "--prompt-ids", &ids.join(",")])
         .arg("--mtp-logits-out")
@@ -128,7 +128,6 @@ fn score_writes_mtp_logits_matching_the_reference() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f32::max);
     assert!(worst <= 2e-3, "MTP logits differ by {worst}");
-    std::fs::remove_file(out).ok();
     // A model without an MTP head, and a one-token prompt, are clear errors.
     let o = bin()
         .args([
@@ -285,7 +284,8 @@ fn bench_verify_reports_trees_and_device() {
 /// `--tools` replaces it with the caller's schemas and `--system` sets the system turn.
 #[test]
 fn generate_takes_tools_and_system_flags() {
-    let tools = std::env::temp_dir().join(format!("edge-cli-tools-{}.json", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let tools = tmp.path().join("tools.json");
     let schema = r#"[{"type": "function", "function": {"name": "get_current_weather",
         "description": "Get the current weather for a city.",
         "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
@@ -317,7 +317,6 @@ fn generate_takes_tools_and_system_flags() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    let _ = std::fs::remove_file(&tools);
 }
 
 #[test]
@@ -380,9 +379,9 @@ fn nvfp4_demo_copy_answers_with_a_tool_call() {
 /// Runs `edge-llm generate --requests <lines>` with `extra` flags; returns the exit
 /// status, the parsed stdout lines and stderr.
 fn run_requests(lines: &[&str], extra: &[&str]) -> (bool, Vec<serde_json::Value>, String) {
-    let dir = std::env::temp_dir().join(format!("edge-cli-requests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("turns-{}.jsonl", lines.len() * 31 + extra.len()));
+    // Each call its own folder: tests run in parallel.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("turns.jsonl");
     std::fs::write(&path, lines.join("\n")).unwrap();
     let o = bin()
         .args(["generate", "--requests"])
@@ -390,7 +389,6 @@ fn run_requests(lines: &[&str], extra: &[&str]) -> (bool, Vec<serde_json::Value>
         .args(extra)
         .output()
         .unwrap();
-    std::fs::remove_file(&path).ok();
     let out = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

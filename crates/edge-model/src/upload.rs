@@ -137,10 +137,10 @@ mod tests {
     /// for a prompt, a decode step and the MTP head.
     #[test]
     fn to_backend_on_the_cpu_is_the_same_model() {
-        let dir = std::env::temp_dir().join(format!("edge-model-upload-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        write_predictable_checkpoint(&dir, &tiny_config(256), SyntheticDType::Bf16, 5).unwrap();
-        let model = Qwen35Model::load(&dir, ActivationMode::default()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_predictable_checkpoint(dir, &tiny_config(256), SyntheticDType::Bf16, 5).unwrap();
+        let model = Qwen35Model::load(dir, ActivationMode::default()).unwrap();
         let copy = model.to_backend(&mut Cpu::new()).unwrap();
         assert!(copy.mtp().is_some(), "the MTP head is carried over");
         let run = |m: &Qwen35Model<Cpu>| {
@@ -153,7 +153,6 @@ mod tests {
             (prompt.logits, step.logits, mtp.logits)
         };
         let (a, b) = (run(&model), run(&copy));
-        std::fs::remove_dir_all(&dir).ok();
         assert_eq!(a, b);
     }
 
@@ -162,16 +161,12 @@ mod tests {
     #[test]
     fn a_tied_lm_head_is_the_embedding_table() {
         for tied in [true, false] {
-            let dir = std::env::temp_dir().join(format!(
-                "edge-model-upload-tied-{tied}-{}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir).unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
             let mut config = tiny_config(64);
             config["tie_word_embeddings"] = tied.into();
-            write_random_checkpoint(&dir, &config, SyntheticDType::Bf16, 5).unwrap();
-            let model = Qwen35Model::load(&dir, ActivationMode::Bf16).unwrap();
-            std::fs::remove_dir_all(&dir).ok();
+            write_random_checkpoint(dir, &config, SyntheticDType::Bf16, 5).unwrap();
+            let model = Qwen35Model::load(dir, ActivationMode::Bf16).unwrap();
             assert_eq!(model.lm_head_is_embedding(), tied);
             let copy = model.to_backend(&mut Cpu::new()).unwrap();
             assert_eq!(

@@ -207,17 +207,17 @@ fn sampled_requests_speculate_and_stay_seeded() {
 
 #[test]
 fn speculation_needs_an_mtp_head_and_a_valid_shape() {
-    let dir = std::env::temp_dir().join(format!("edge-runtime-nomtp-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let config = edge_model::synthetic::tiny_config(64);
     edge_model::synthetic::write_random_checkpoint(
-        &dir,
+        dir,
         &config,
         edge_model::synthetic::SyntheticDType::F32,
         5,
     )
     .unwrap();
-    let plain = Arc::new(Qwen35Model::load(&dir, ActivationMode::None).unwrap());
-    std::fs::remove_dir_all(&dir).ok();
+    let plain = Arc::new(Qwen35Model::load(dir, ActivationMode::None).unwrap());
     let e = Engine::new(
         plain.clone(),
         EngineConfig {

@@ -8,6 +8,7 @@ use crate::cli_error::CliError;
 use clap::{Args, Subcommand};
 use edge_core::read_bandwidth::ReadProbe;
 use edge_core::rng::SeededRng;
+use edge_core::simd::{SimdLevel, with_level};
 use edge_model::synthetic::{
     SyntheticDType, bench_0p5b_config, qwen36_27b_config, write_predictable_checkpoint,
     write_random_checkpoint, write_random_nvfp4_checkpoint,
@@ -69,6 +70,11 @@ pub struct DecodeArgs {
     /// the single-stream fields are left out).
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
+    /// Run the CPU kernels at this SIMD level instead of the best one this CPU has
+    /// (avx512, avx2, neon or portable; at most the detected level): to time the AVX2
+    /// kernels on an AVX-512 machine.
+    #[arg(long, value_parser = parse_simd_level)]
+    pub simd_level: Option<SimdLevel>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -152,7 +158,11 @@ pub fn run(cmd: BenchCommand) -> Result<(), CliError> {
             eprintln!("wrote {}", a.out.display());
             Ok(())
         }
-        BenchCommand::Decode(a) => decode(a),
+        BenchCommand::Decode(a) => match a.simd_level {
+            // The whole run, engine threads included, at the forced level.
+            Some(level) => with_level(level, || decode(a))?,
+            None => decode(a),
+        },
         BenchCommand::Verify(a) => super::bench_verify::run(a),
         BenchCommand::Bfcl(a) => super::bfcl::command(a),
         BenchCommand::Agentic(a) => super::agentic::run(a),
@@ -206,6 +216,14 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
     }
 }
 
+/// `--simd-level`: a level by its name.
+fn parse_simd_level(name: &str) -> Result<SimdLevel, String> {
+    SimdLevel::ALL
+        .into_iter()
+        .find(|l| l.name() == name)
+        .ok_or_else(|| format!("unknown SIMD level `{name}` (avx512, avx2, neon, portable)"))
+}
+
 /// What `bench decode` measures once its engine is built, on whichever backend.
 struct Timing<'a> {
     a: &'a DecodeArgs,
@@ -253,6 +271,7 @@ impl Timing<'_> {
                 "aggregate_decode_tokens_per_s": median(&mut rates),
                 "runs": rates,
                 "device": device.to_string(),
+                "simd_level": edge_core::simd::level().name(),
                 "threads": host_threads(device),
             });
             println!("{v}");
@@ -299,6 +318,7 @@ impl Timing<'_> {
             "bandwidth_bound_tokens_per_s": bw / read_per_token,
             "fraction_of_bound": median(&mut fractions),
             "device": device.to_string(),
+            "simd_level": edge_core::simd::level().name(),
             "threads": host_threads(device),
             "runs": a.runs.max(1),
         });

@@ -147,7 +147,11 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and per write: two threads compiling the same kernel must
+    // not write into one temporary file while the other renames it.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, text).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
@@ -210,8 +214,9 @@ mod tests {
 
     #[test]
     fn compiles_once_then_reads_disk() {
-        let dir = std::env::temp_dir().join(format!("edge-core-kc-{}", std::process::id()));
-        let cache = KernelCache::in_dir(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let cache = KernelCache::in_dir(dir);
         let first = cache
             .ptx_with(&SRC, SM90, |_, _| Ok("PTX-A".to_string()))
             .unwrap();
@@ -226,18 +231,17 @@ mod tests {
             .ptx_with(&SRC, sm89, |_, _| Ok("PTX-B".to_string()))
             .unwrap();
         assert_eq!(other, "PTX-B");
-        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn compile_errors_propagate_and_nothing_is_cached() {
-        let dir = std::env::temp_dir().join(format!("edge-core-kc-err-{}", std::process::id()));
-        let cache = KernelCache::in_dir(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let cache = KernelCache::in_dir(dir);
         let err = cache
             .ptx_with(&SRC, SM90, |_, _| Err(CoreError::Cuda("boom".into())))
             .unwrap_err();
         assert!(err.to_string().contains("boom"));
         assert!(!cache.entry_path(&SRC, SM90).unwrap().exists());
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -152,17 +152,15 @@ pub(crate) fn searched_places(roots: &[PathBuf], loader_search: bool) -> Vec<Str
 mod tests {
     use super::*;
 
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("edge-core-nvrtc-{tag}-{}", std::process::id()));
-        std::fs::remove_dir_all(&dir).ok();
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// The test's own folder (tests run in parallel), removed when dropped.
+    fn temp_dir() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
     }
 
     #[test]
     fn finds_a_cuda13_install_with_only_the_so13_name() {
-        let root = temp_dir("cuda13");
+        let tmp = temp_dir();
+        let root = tmp.path().to_path_buf();
         std::fs::create_dir_all(root.join("lib64")).unwrap();
         std::fs::create_dir_all(root.join("include")).unwrap();
         std::fs::write(root.join("lib64/libnvrtc.so.13"), b"not really ELF").unwrap();
@@ -174,12 +172,12 @@ mod tests {
                 include_dir: Some(root.join("include")),
             }]
         );
-        std::fs::remove_dir_all(&root).ok();
     }
 
     #[test]
     fn finds_the_pip_wheel_layout_and_a_bare_library_folder() {
-        let cu13 = temp_dir("wheel").join("nvidia/cu13");
+        let tmp = temp_dir();
+        let cu13 = tmp.path().join("nvidia/cu13");
         std::fs::create_dir_all(cu13.join("lib")).unwrap();
         std::fs::create_dir_all(cu13.join("include")).unwrap();
         std::fs::write(cu13.join("lib/libnvrtc.so.13"), b"").unwrap();
@@ -191,12 +189,12 @@ mod tests {
         let from_lib = NvrtcLocation::Dir(cu13.join("lib")).candidates().unwrap();
         assert_eq!(from_lib[0].library, lib);
         assert_eq!(from_lib[0].include_dir, Some(cu13.join("include")));
-        std::fs::remove_dir_all(cu13.parent().unwrap().parent().unwrap()).ok();
     }
 
     #[test]
     fn no_candidate_is_a_typed_error_listing_the_places() {
-        let empty = temp_dir("empty");
+        let tmp = temp_dir();
+        let empty = tmp.path().to_path_buf();
         let err = NvrtcLocation::Dir(empty.clone()).candidates().unwrap_err();
         let CoreError::NvrtcNotFound { searched } = &err else {
             panic!("wrong error: {err}");
@@ -204,12 +202,12 @@ mod tests {
         assert_eq!(searched.len(), LIBRARY_SUBDIRS.len());
         assert!(searched[0].contains("lib64") && searched[0].contains("libnvrtc.so.13"));
         assert!(err.to_string().contains(&empty.display().to_string()));
-        std::fs::remove_dir_all(&empty).ok();
     }
 
     #[test]
     fn conventional_search_honours_cuda_home_then_falls_back_to_the_loader() {
-        let home = temp_dir("home");
+        let tmp = temp_dir();
+        let home = tmp.path().to_path_buf();
         std::fs::create_dir_all(home.join("lib64")).unwrap();
         std::fs::write(home.join("lib64/libnvrtc.so.13"), b"").unwrap();
         let env = |name: &str| (name == "CUDA_HOME").then(|| home.clone().into_os_string());
@@ -224,6 +222,5 @@ mod tests {
             tail,
             LIBRARY_NAMES.iter().map(PathBuf::from).collect::<Vec<_>>()
         );
-        std::fs::remove_dir_all(&home).ok();
     }
 }

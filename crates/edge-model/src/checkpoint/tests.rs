@@ -2,11 +2,9 @@ use super::*;
 use safetensors::tensor::TensorView as StView;
 use std::collections::HashMap;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("edge-model-ckpt-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// The test's own folder (tests run in parallel), removed when dropped.
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
 }
 
 fn write(path: &Path, tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) {
@@ -27,7 +25,8 @@ fn bf16_bytes(vals: &[f32]) -> Vec<u8> {
 
 #[test]
 fn normalises_vl_layout_and_skips_vision() {
-    let d = temp_dir("vl");
+    let tmp = temp_dir();
+    let d = tmp.path();
     write(
         &d.join("model.safetensors"),
         &[
@@ -51,7 +50,7 @@ fn normalises_vl_layout_and_skips_vision() {
             ),
         ],
     );
-    let c = Checkpoint::open(&d).unwrap();
+    let c = Checkpoint::open(d).unwrap();
     let t = c.require("model.norm.weight").unwrap();
     assert_eq!(t.to_f32().unwrap(), vec![1.0, -2.0]);
     assert!(c.get("model.visual.patch.weight").is_none());
@@ -71,7 +70,8 @@ fn normalises_vl_layout_and_skips_vision() {
 
 #[test]
 fn opens_sharded_checkpoints() {
-    let d = temp_dir("shard");
+    let tmp = temp_dir();
+    let d = tmp.path();
     write(
         &d.join("a.safetensors"),
         &[("x", Dtype::F32, vec![1], 1f32.to_le_bytes().to_vec())],
@@ -85,7 +85,7 @@ fn opens_sharded_checkpoints() {
         r#"{"metadata": {}, "weight_map": {"x": "a.safetensors", "y": "b.safetensors"}}"#,
     )
     .unwrap();
-    let c = Checkpoint::open(&d).unwrap();
+    let c = Checkpoint::open(d).unwrap();
     assert_eq!(c.files().len(), 2);
     assert_eq!(c.require("y").unwrap().scalar_f32().unwrap(), 2.0);
 
@@ -94,7 +94,7 @@ fn opens_sharded_checkpoints() {
         r#"{"weight_map": {"x": "a.safetensors", "z": "b.safetensors"}}"#,
     )
     .unwrap();
-    let err = Checkpoint::open(&d).unwrap_err().to_string();
+    let err = Checkpoint::open(d).unwrap_err().to_string();
     assert!(err.contains("`z`"), "{err}");
 
     std::fs::write(
@@ -103,37 +103,39 @@ fn opens_sharded_checkpoints() {
     )
     .unwrap();
     assert!(matches!(
-        Checkpoint::open(&d),
+        Checkpoint::open(d),
         Err(crate::ModelError::Checkpoint { .. })
     ));
 }
 
 #[test]
 fn truncated_and_missing_files_are_errors() {
-    let d = temp_dir("trunc");
-    let err = Checkpoint::open(&d).unwrap_err().to_string();
+    let tmp = temp_dir();
+    let d = tmp.path();
+    let err = Checkpoint::open(d).unwrap_err().to_string();
     assert!(err.contains("model.safetensors"), "{err}");
     let path = d.join("model.safetensors");
     write(&path, &[("w", Dtype::F32, vec![64], vec![0; 256])]);
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
-    let err = Checkpoint::open(&d).unwrap_err();
+    let err = Checkpoint::open(d).unwrap_err();
     assert!(matches!(err, ModelError::Checkpoint { .. }), "{err}");
     std::fs::write(&path, b"garbage").unwrap();
     assert!(matches!(
-        Checkpoint::open(&d).unwrap_err(),
+        Checkpoint::open(d).unwrap_err(),
         ModelError::Checkpoint { .. }
     ));
 }
 
 #[test]
 fn unsupported_dtype_and_duplicates_are_errors() {
-    let d = temp_dir("dtype");
+    let tmp = temp_dir();
+    let d = tmp.path();
     write(
         &d.join("model.safetensors"),
         &[("w", Dtype::F64, vec![1], vec![0; 8])],
     );
-    let err = Checkpoint::open(&d).unwrap_err().to_string();
+    let err = Checkpoint::open(d).unwrap_err().to_string();
     assert!(err.contains("`w`") && err.contains("F64"), "{err}");
     write(
         &d.join("model.safetensors"),
@@ -147,18 +149,19 @@ fn unsupported_dtype_and_duplicates_are_errors() {
             ),
         ],
     );
-    let err = Checkpoint::open(&d).unwrap_err().to_string();
+    let err = Checkpoint::open(d).unwrap_err().to_string();
     assert!(err.contains("appears twice"), "{err}");
 }
 
 #[test]
 fn non_float_tensor_to_f32_is_error() {
-    let d = temp_dir("u8");
+    let tmp = temp_dir();
+    let d = tmp.path();
     write(
         &d.join("model.safetensors"),
         &[("q", Dtype::U8, vec![2], vec![1, 2])],
     );
-    let c = Checkpoint::open(&d).unwrap();
+    let c = Checkpoint::open(d).unwrap();
     assert!(matches!(
         c.require("q").unwrap().to_f32(),
         Err(ModelError::TensorDType { .. })

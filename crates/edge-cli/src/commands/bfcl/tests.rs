@@ -239,21 +239,21 @@ fn request_body_is_the_harness_one() {
 
 #[test]
 fn malformed_data_names_file_and_line() {
-    let dir = std::env::temp_dir().join(format!("edge-bfcl-test-{}", std::process::id()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     std::fs::create_dir_all(dir.join("possible_answer")).unwrap();
     std::fs::write(
         dir.join("BFCL_v4_irrelevance.json"),
         "{\"id\": \"irrelevance_0\", \"question\": [[]], \"function\": []}\n{broken\n",
     )
     .unwrap();
-    let err = load(&dir, &[Category::Irrelevance], Selection::All).unwrap_err();
+    let err = load(dir, &[Category::Irrelevance], Selection::All).unwrap_err();
     assert!(
         err.to_string().contains("BFCL_v4_irrelevance.json:2"),
         "{err}"
     );
-    let err = load(&dir, &[Category::Multiple], Selection::All).unwrap_err();
+    let err = load(dir, &[Category::Multiple], Selection::All).unwrap_err();
     assert!(matches!(err, BfclError::Read { .. }), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(matches!(
         parse_categories(&["nope".into()]),
         Err(BfclError::UnknownCategory(_))
