@@ -70,7 +70,7 @@ impl<B: Backend> GatedDeltaNet<B> {
     ) -> Result<Option<GdnKept<B>>> {
         let t = plan.tokens();
         let s = self.shape;
-        let (hk, hv, dk, dv) = (s.key_heads, s.value_heads, s.key_dim, s.value_dim);
+        let (hv, dv) = (s.value_heads, s.value_dim);
         let params = self.params();
         let mut qkv = be.alloc(t * s.channels())?;
         let mut z = be.alloc(t * hv * dv)?;
@@ -87,10 +87,7 @@ impl<B: Backend> GatedDeltaNet<B> {
             t,
             &mut [&mut qkv, &mut z, &mut b, &mut a],
         )?;
-        let mut q = be.alloc(hk * t * dk)?;
-        let mut k = be.alloc(hk * t * dk)?;
-        let mut v = be.alloc(hv * t * dv)?;
-        be.gdn_conv(&params, state, plan, &qkv, &mut q, &mut k, &mut v)?;
+        let [q, k, v] = self.conv(be, &params, state, plan, &qkv)?;
         let mut y = be.alloc(t * hv * dv)?;
         let inputs = GdnInputs {
             q: &q,
@@ -138,10 +135,7 @@ impl<B: Backend> GatedDeltaNet<B> {
         let b = be.gather_rows(&kept.b, s.value_heads, &rows)?;
         let a = be.gather_rows(&kept.a, s.value_heads, &rows)?;
         let chain = ForwardPlan::gdn_chain(span, n);
-        let mut q = be.alloc(n * s.key_heads * s.key_dim)?;
-        let mut k = be.alloc(n * s.key_heads * s.key_dim)?;
-        let mut v = be.alloc(n * s.value_heads * s.value_dim)?;
-        be.gdn_conv(&params, state, &chain, &qkv, &mut q, &mut k, &mut v)?;
+        let [q, k, v] = self.conv(be, &params, state, &chain, &qkv)?;
         let inputs = GdnInputs {
             q: &q,
             k: &k,
@@ -154,5 +148,22 @@ impl<B: Backend> GatedDeltaNet<B> {
             be.free(buf);
         }
         Ok(())
+    }
+
+    /// The causal conv of the plan's `qkv` rows, split into fresh q, k and v buffers.
+    fn conv(
+        &self,
+        be: &mut B,
+        params: &GdnParams<'_, B>,
+        state: &mut <B::Memory as CacheMemory>::Recurrent,
+        plan: &ForwardPlan,
+        qkv: &B::Buf,
+    ) -> Result<[B::Buf; 3]> {
+        let (t, s) = (plan.tokens(), self.shape);
+        let mut q = be.alloc(t * s.key_heads * s.key_dim)?;
+        let mut k = be.alloc(t * s.key_heads * s.key_dim)?;
+        let mut v = be.alloc(t * s.value_heads * s.value_dim)?;
+        be.gdn_conv(params, state, plan, qkv, &mut q, &mut k, &mut v)?;
+        Ok([q, k, v])
     }
 }
