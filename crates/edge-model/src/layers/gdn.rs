@@ -87,19 +87,11 @@ impl<B: Backend> GatedDeltaNet<B> {
             t,
             &mut [&mut qkv, &mut z, &mut b, &mut a],
         )?;
-        let [q, k, v] = self.conv(be, &params, state, plan, &qkv)?;
+        let conv = self.conv(be, &params, state, plan, &qkv)?;
         let mut y = be.alloc(t * hv * dv)?;
-        let inputs = GdnInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            b: &b,
-            a: &a,
-        };
-        be.gdn_recurrence(&params, state, plan, inputs, &z, &mut y)?;
-        for buf in [q, k, v, z] {
-            be.free(buf);
-        }
+        be.gdn_recurrence(&params, state, plan, conv.inputs(&b, &a), &z, &mut y)?;
+        conv.free(be);
+        be.free(z);
         be.linear(&[&self.out_proj], &y, t, &mut [out])?;
         be.free(y);
         if plan.has_trees() {
@@ -135,16 +127,10 @@ impl<B: Backend> GatedDeltaNet<B> {
         let b = be.gather_rows(&kept.b, s.value_heads, &rows)?;
         let a = be.gather_rows(&kept.a, s.value_heads, &rows)?;
         let chain = ForwardPlan::gdn_chain(span, n);
-        let [q, k, v] = self.conv(be, &params, state, &chain, &qkv)?;
-        let inputs = GdnInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            b: &b,
-            a: &a,
-        };
-        be.gdn_advance(&params, state, &chain, inputs)?;
-        for buf in [qkv, b, a, q, k, v] {
+        let conv = self.conv(be, &params, state, &chain, &qkv)?;
+        be.gdn_advance(&params, state, &chain, conv.inputs(&b, &a))?;
+        conv.free(be);
+        for buf in [qkv, b, a] {
             be.free(buf);
         }
         Ok(())
@@ -158,12 +144,38 @@ impl<B: Backend> GatedDeltaNet<B> {
         state: &mut <B::Memory as CacheMemory>::Recurrent,
         plan: &ForwardPlan,
         qkv: &B::Buf,
-    ) -> Result<[B::Buf; 3]> {
+    ) -> Result<ConvOut<B>> {
         let (t, s) = (plan.tokens(), self.shape);
         let mut q = be.alloc(t * s.key_heads * s.key_dim)?;
         let mut k = be.alloc(t * s.key_heads * s.key_dim)?;
         let mut v = be.alloc(t * s.value_heads * s.value_dim)?;
         be.gdn_conv(params, state, plan, qkv, &mut q, &mut k, &mut v)?;
-        Ok([q, k, v])
+        Ok(ConvOut { q, k, v })
+    }
+}
+
+/// The conv's q, k and v rows, on their way into the delta rule.
+struct ConvOut<B: Backend> {
+    q: B::Buf,
+    k: B::Buf,
+    v: B::Buf,
+}
+
+impl<B: Backend> ConvOut<B> {
+    /// The delta rule's inputs: these rows with the projected `b` and `a`.
+    fn inputs<'a>(&'a self, b: &'a B::Buf, a: &'a B::Buf) -> GdnInputs<'a, B> {
+        GdnInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            b,
+            a,
+        }
+    }
+
+    fn free(self, be: &mut B) {
+        for buf in [self.q, self.k, self.v] {
+            be.free(buf);
+        }
     }
 }
