@@ -47,6 +47,16 @@ pub enum CliError {
     /// From a chat backend (`bench agentic`: an endpoint or the in-process engine).
     #[error(transparent)]
     Client(#[from] crate::commands::agentic::client::ClientError),
+    /// Lines of a `generate --requests` file that could not run (the others ran).
+    #[error("{path}: {} of {total} requests failed (lines {})", .failed.len(), lines_list(.failed))]
+    RequestsFailed {
+        /// The requests file.
+        path: std::path::PathBuf,
+        /// The failed lines' numbers (from 1).
+        failed: Vec<usize>,
+        /// How many requests the file holds.
+        total: usize,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {
@@ -55,4 +65,10 @@ pub enum CliError {
         /// Why.
         reason: String,
     },
+}
+
+/// `3, 7, 12`.
+fn lines_list(lines: &[usize]) -> String {
+    let list: Vec<String> = lines.iter().map(usize::to_string).collect();
+    list.join(", ")
 }

@@ -401,8 +401,8 @@ fn run_requests(lines: &[&str], extra: &[&str]) -> (bool, Vec<serde_json::Value>
 }
 
 /// `generate --requests`: one engine for every line, so repeated and branching prompts
-/// come from the prefix cache; a bad line is an error naming it, after the lines before
-/// it printed their results; `--no-prefix-cache` turns reuse off.
+/// come from the prefix cache; a bad line prints an error object naming it, the lines
+/// after it still run, and the run exits non-zero; `--no-prefix-cache` turns reuse off.
 #[test]
 fn requests_file_reuses_prefixes_and_names_a_bad_line() {
     let model = fixture("qwen35-tiny-f32");
@@ -419,7 +419,17 @@ fn requests_file_reuses_prefixes_and_names_a_bad_line() {
         !ok && err.contains("line 5") && !err.contains("panicked"),
         "{err}"
     );
-    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(err.contains("1 of 5 requests failed (lines 5)"), "{err}");
+    assert_eq!(out.len(), 5, "{out:?}");
+    assert_eq!(out[3]["line"], 5);
+    assert!(
+        out[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("999999")),
+        "{out:?}"
+    );
+    assert_eq!(out[4]["line"], 6);
+    assert_eq!(out[4]["prompt_tokens"], 2, "the line after a bad one runs");
     assert_eq!(
         (
             out[0]["prompt_tokens"].as_u64(),
@@ -435,8 +445,10 @@ fn requests_file_reuses_prefixes_and_names_a_bad_line() {
     assert_eq!(out[2]["cached_tokens"], 5, "a branch after the reuse point");
     assert_eq!(out[2]["line"], 3);
     let (_, out, _) = run_requests(&lines, &["--model", &model, "--no-prefix-cache"]);
-    assert_eq!(out.len(), 3);
-    assert!(out.iter().all(|v| v["cached_tokens"] == 0), "{out:?}");
+    assert_eq!(out.len(), 5);
+    let ran = || out.iter().filter(|v| v.get("error").is_none());
+    assert_eq!(ran().count(), 4);
+    assert!(ran().all(|v| v["cached_tokens"] == 0), "{out:?}");
     assert_eq!(out[1]["tokens"], out[0]["tokens"]);
     for bad in [
         r#"{"prompt_ids": "1,2"}"#,

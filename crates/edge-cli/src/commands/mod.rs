@@ -29,14 +29,22 @@ pub fn progress_bar(len: usize, unit: &str) -> indicatif::ProgressBar {
     bar
 }
 
-/// Parses `--prompt-ids 1,2,3`.
+/// Parses `--prompt-ids 1,2,3`: comma-separated token ids, spaces allowed around
+/// them; an empty list or an empty entry (`1,,2`, a trailing comma) is an error.
 pub fn parse_ids(text: &str) -> Result<Vec<u32>, CliError> {
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("--prompt-ids holds no token ids".into()));
+    }
     text.split(',')
-        .map(|s| s.trim())
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<u32>()
-                .map_err(|_| CliError::Usage(format!("`{s}` in --prompt-ids is not a token id")))
+        .enumerate()
+        .map(|(i, s)| match s.trim() {
+            "" => Err(CliError::Usage(format!(
+                "`{text}`: entry {} of --prompt-ids is empty",
+                i + 1
+            ))),
+            s => s
+                .parse::<u32>()
+                .map_err(|_| CliError::Usage(format!("`{s}` in --prompt-ids is not a token id"))),
         })
         .collect()
 }
@@ -73,4 +81,27 @@ pub fn read_id_lines(path: &Path) -> Result<Vec<Vec<u32>>, CliError> {
         )));
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_ids_are_token_ids_with_no_empty_entry() {
+        assert_eq!(parse_ids("1, 2,3").unwrap(), vec![1, 2, 3]);
+        for (bad, says) in [
+            ("1,,2", "entry 2 of --prompt-ids is empty"),
+            ("1,2,", "entry 3 of --prompt-ids is empty"),
+            ("", "holds no token ids"),
+            (" ", "holds no token ids"),
+            ("1,x", "`x` in --prompt-ids is not a token id"),
+            ("-1", "`-1` in --prompt-ids is not a token id"),
+        ] {
+            match parse_ids(bad) {
+                Err(CliError::Usage(m)) => assert!(m.contains(says), "{bad}: {m}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
 }

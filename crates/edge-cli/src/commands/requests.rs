@@ -119,8 +119,10 @@ pub fn output_json(out: &GenerateOutput, text: Option<&str>) -> Value {
     })
 }
 
-/// Runs every request of `path` in order. A bad line stops the run with an error
-/// naming it; the lines before it have printed their results.
+/// Runs every request of `path` in order. A line that cannot run (not a valid request,
+/// or one the engine refuses) prints `{"line": n, "error": "…"}` and the run goes on;
+/// at the end such lines make [`CliError::RequestsFailed`], naming them. Reading the
+/// file or writing the output failing stops the run.
 pub fn run<B: Backend>(
     engine: &mut Engine<B>,
     path: &Path,
@@ -129,7 +131,7 @@ pub fn run<B: Backend>(
     let file = std::fs::File::open(path)
         .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", path.display())))?;
     let stdout = std::io::stdout();
-    let mut lines = 0;
+    let (mut lines, mut failed) = (0, Vec::new());
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let n = i + 1;
         let at =
@@ -138,16 +140,25 @@ pub fn run<B: Backend>(
         if line.trim().is_empty() {
             continue;
         }
-        let req = parse_line(&line, job).map_err(at)?;
-        let out = engine.generate(&req).map_err(|e| at(e.to_string()))?;
-        let text = reply_text(job.tokenizer, &out)?;
-        let mut v = output_json(&out, text.as_deref());
+        lines += 1;
+        let ran = parse_line(&line, job).and_then(|req| {
+            let out = engine.generate(&req).map_err(|e| e.to_string())?;
+            let text = reply_text(job.tokenizer, &out).map_err(|e| e.to_string())?;
+            Ok(output_json(&out, text.as_deref()))
+        });
+        let mut v = match ran {
+            Ok(v) => v,
+            Err(reason) => {
+                eprintln!("{}: line {n}: {reason}", path.display());
+                failed.push(n);
+                json!({ "error": reason })
+            }
+        };
         v["line"] = json!(n);
         let mut lock = stdout.lock();
         writeln!(lock, "{v}")
             .and_then(|()| lock.flush())
             .map_err(|e| at(e.to_string()))?;
-        lines += 1;
     }
     let s = engine.stats();
     let usage = engine.cache().usage();
@@ -162,5 +173,13 @@ pub fn run<B: Backend>(
         usage.pages_in_use + usage.pages_free,
         usage.snapshots,
     );
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::RequestsFailed {
+            path: path.to_path_buf(),
+            failed,
+            total: lines,
+        })
+    }
 }
