@@ -58,7 +58,13 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    // The log goes to stdout, with colour codes only when that is a terminal: a log
+    // file or a pipe gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .try_init();
     let state = server_state(&StateArgs {
         model: a.model.clone(),
         act_quant: a.act_quant,

@@ -7,6 +7,7 @@
 
 use super::ServerState;
 use super::errors::ApiError;
+use super::validate;
 use crate::SamplingParams;
 use serde_json::{Map, Value};
 
@@ -64,8 +65,25 @@ fn integer(body: &Map<String, Value>, key: &str) -> Result<Option<u64>, ApiError
     }
 }
 
+/// `max_completion_tokens` (chat's newer name, first) or `max_tokens`, with the key
+/// it came from; 0 is an error.
+fn max_tokens(body: &Map<String, Value>) -> Result<Option<(u64, &'static str)>, ApiError> {
+    let max_tokens = match integer(body, "max_completion_tokens")? {
+        Some(m) => Some((m, "max_completion_tokens")),
+        None => integer(body, "max_tokens")?.map(|m| (m, "max_tokens")),
+    };
+    if let Some((0, key)) = max_tokens {
+        return Err(ApiError::bad_request(
+            format!("{key} must be at least 1"),
+            Some(key),
+        ));
+    }
+    Ok(max_tokens)
+}
+
 /// The parameters shared by chat and text completions.
 pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
+    validate::unsupported_fields(body)?;
     let temperature = number(body, "temperature")?.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
         return Err(ApiError::bad_request(
@@ -88,16 +106,7 @@ pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
             Some("n"),
         ));
     }
-    let max_tokens = match integer(body, "max_completion_tokens")? {
-        Some(m) => Some((m, "max_completion_tokens")),
-        None => integer(body, "max_tokens")?.map(|m| (m, "max_tokens")),
-    };
-    if let Some((0, key)) = max_tokens {
-        return Err(ApiError::bad_request(
-            format!("{key} must be at least 1"),
-            Some(key),
-        ));
-    }
+    let max_tokens = max_tokens(body)?;
     let seed = match body.get("seed") {
         None | Some(Value::Null) => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -299,9 +308,20 @@ pub fn messages(body: &Map<String, Value>) -> Result<Value, ApiError> {
 /// The tools to render, after `tool_choice`, and whether `tool_choice` asks for a call
 /// (`required` or a named function).
 pub fn tools(body: &Map<String, Value>) -> Result<(Option<Value>, bool), ApiError> {
+    let no_tools = || match body.get("tool_choice") {
+        Some(Value::String(s)) if s == "required" => Err(ApiError::bad_request(
+            "tool_choice `required` needs `tools`",
+            Some("tool_choice"),
+        )),
+        Some(Value::Object(_)) => Err(ApiError::bad_request(
+            "tool_choice names a function, but the request has no `tools`",
+            Some("tool_choice"),
+        )),
+        _ => Ok((None, false)),
+    };
     let tools = match body.get("tools") {
-        None | Some(Value::Null) => return Ok((None, false)),
-        Some(Value::Array(t)) if t.is_empty() => return Ok((None, false)),
+        None | Some(Value::Null) => return no_tools(),
+        Some(Value::Array(t)) if t.is_empty() => return no_tools(),
         Some(Value::Array(t)) => t.clone(),
         Some(_) => {
             return Err(ApiError::bad_request(
@@ -316,12 +336,7 @@ pub fn tools(body: &Map<String, Value>) -> Result<(Option<Value>, bool), ApiErro
             .and_then(Value::as_str)
             .map(str::to_string)
     };
-    if let Some(i) = tools.iter().position(|t| name_of(t).is_none()) {
-        return Err(ApiError::bad_request(
-            format!("tools[{i}] has no function.name"),
-            Some("tools"),
-        ));
-    }
+    validate::tool_names(&tools)?;
     match body.get("tool_choice") {
         None | Some(Value::Null) => Ok((Some(Value::Array(tools)), false)),
         Some(Value::String(s)) => match s.as_str() {
@@ -375,7 +390,7 @@ pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
             .template
             .render_marked(&messages, tools.as_ref(), true, thinking)?;
     let (ids, reuse_points) = state.inner.tokenizer.encode_marked(&text, &ends)?;
-    check_context(state, ids.len())?;
+    check_context(state, body, ids.len(), "messages")?;
     Ok(Prompt {
         text,
         ids,
@@ -386,25 +401,36 @@ pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
     })
 }
 
-/// A text completion's prompt: the string tokenized as is.
+/// A text completion's prompt: a string tokenized as is, or token ids (a list of
+/// integers), as OpenAI and vLLM accept; either may come as a one-element list.
 pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
-    let text = match body.get("prompt") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-            a[0].as_str().unwrap_or_default().to_string()
-        }
-        _ => {
-            return Err(ApiError::bad_request(
-                "`prompt` must be a string",
-                Some("prompt"),
-            ));
-        }
+    let bad = |message: &str| Err(ApiError::bad_request(message, Some("prompt")));
+    let prompt = match body.get("prompt") {
+        Some(Value::Array(a)) if a.len() == 1 && (a[0].is_string() || a[0].is_array()) => &a[0],
+        Some(p) => p,
+        None => return bad("`prompt` is required"),
     };
-    let ids = state.inner.tokenizer.encode(&text)?;
+    let (text, ids) = match prompt {
+        Value::String(s) => (s.clone(), state.inner.tokenizer.encode(s)?),
+        Value::Array(items) if items.iter().all(Value::is_number) => {
+            let ids = items
+                .iter()
+                .map(|x| x.as_u64().and_then(|n| u32::try_from(n).ok()))
+                .collect::<Option<Vec<u32>>>();
+            let Some(ids) = ids else {
+                return bad("`prompt` token ids must be non-negative integers");
+            };
+            (state.inner.tokenizer.decode(&ids)?, ids)
+        }
+        Value::Array(_) => {
+            return bad("`prompt` must be one string or one list of token ids per request");
+        }
+        _ => return bad("`prompt` must be a string or a list of token ids"),
+    };
     if ids.is_empty() {
-        return Err(ApiError::bad_request("`prompt` is empty", Some("prompt")));
+        return bad("`prompt` is empty");
     }
-    check_context(state, ids.len())?;
+    check_context(state, body, ids.len(), "prompt")?;
     Ok(Prompt {
         text,
         ids,
@@ -415,7 +441,14 @@ pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
     })
 }
 
-fn check_context(state: &ServerState, prompt_len: usize) -> Result<(), ApiError> {
+/// The prompt (from the field `prompt_field`) must leave room in the context, and the
+/// requested tokens must fit after it: a 400, not a silently shorter reply.
+fn check_context(
+    state: &ServerState,
+    body: &Map<String, Value>,
+    prompt_len: usize,
+    prompt_field: &str,
+) -> Result<(), ApiError> {
     let context = state.inner.context_len;
     if prompt_len >= context {
         return Err(ApiError::bad_request(
@@ -423,7 +456,19 @@ fn check_context(state: &ServerState, prompt_len: usize) -> Result<(), ApiError>
                 "the prompt has {prompt_len} tokens, which leaves no room in the model's \
                  context window of {context} tokens"
             ),
-            Some("messages"),
+            Some(prompt_field),
+        ));
+    }
+    if let Some((wanted, key)) = max_tokens(body)?
+        && wanted > (context - prompt_len) as u64
+    {
+        return Err(ApiError::bad_request(
+            format!(
+                "{key} = {wanted} does not fit: the prompt has {prompt_len} tokens and the \
+                 model's context window is {context}, which leaves {}",
+                context - prompt_len
+            ),
+            Some(key),
         ));
     }
     Ok(())

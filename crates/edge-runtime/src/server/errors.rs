@@ -49,6 +49,7 @@ impl ApiError {
         match self.status.as_u16() {
             400 | 413 | 422 => "invalid_request_error",
             404 => "not_found_error",
+            405 => "invalid_request_error",
             429 => "rate_limit_error",
             503 => "service_unavailable",
             _ => "server_error",
@@ -62,6 +63,7 @@ impl ApiError {
             429 => json!("queue_full"),
             503 => json!("shutting_down"),
             404 => json!("not_found"),
+            405 => json!("method_not_allowed"),
             _ => Value::Null,
         }
     }

@@ -144,3 +144,11 @@ pub async fn not_found(uri: axum::http::Uri) -> ApiError {
         format!("no route for {}", uri.path()),
     )
 }
+
+/// A known route with the wrong method: 405 with an OpenAI body (axum's own is empty).
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} does not take {method}", uri.path()),
+    )
+}

@@ -23,6 +23,7 @@ pub mod in_process;
 mod logprobs;
 mod metrics;
 mod stream;
+mod validate;
 mod worker;
 
 pub use errors::ApiError;
@@ -198,6 +199,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/health", get(handlers::health))
         .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)
+        .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .with_state(state)

@@ -267,6 +267,77 @@ async fn errors_are_openai_style() {
         println!("{body} -> {}", v["error"]["message"]);
     }
 
+    // Requests a server would otherwise answer 200 while ignoring what they ask: each
+    // a 400 whose `param` names the field at fault.
+    let tool = |name: &str, param: &str| {
+        json!([{"type": "function", "function": {"name": name, "parameters":
+            {"type": "object", "properties": {param: {"type": "string"}}}}}])
+    };
+    let strict = [
+        (json!({"max_tokens": 1_000_000_000}), "max_tokens"),
+        (
+            json!({"max_completion_tokens": 61}),
+            "max_completion_tokens",
+        ),
+        (json!({"tool_choice": "required"}), "tool_choice"),
+        (
+            json!({"tool_choice": {"type": "function", "function": {"name": "bash"}}}),
+            "tool_choice",
+        ),
+        (json!({"tools": tool("", "x")}), "tools"),
+        (json!({"tools": tool("<b>", "x")}), "tools"),
+        (json!({"tools": tool("f", "a>b")}), "tools"),
+        (json!({"tools": tool("f", "")}), "tools"),
+        (
+            json!({"response_format": {"type": "json_object"}}),
+            "response_format",
+        ),
+        (json!({"best_of": 2}), "best_of"),
+        (json!({"echo": true}), "echo"),
+        (json!({"suffix": "x"}), "suffix"),
+    ];
+    for (case, param) in strict {
+        let mut body = ok.clone();
+        for (k, v) in case.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, v) = post(&client, &url, body.clone()).await;
+        assert_error(status, &v, 400);
+        assert_eq!(v["error"]["param"], param, "{body} -> {v}");
+    }
+    // Their neutral values are accepted (tool_choice `auto` needs no tools).
+    let mut neutral = ok.clone();
+    neutral["response_format"] = json!({"type": "text"});
+    neutral["tool_choice"] = json!("auto");
+    neutral["echo"] = json!(false);
+    let (status, v) = post(&client, &url, neutral).await;
+    assert_eq!(status, 200, "{v}");
+
+    // Text completions name their own field, and take token ids as the prompt.
+    let completions = format!("{base}/v1/completions");
+    let (status, v) = post(
+        &client,
+        &completions,
+        json!({"prompt": "word ".repeat(200)}),
+    )
+    .await;
+    assert_error(status, &v, 400);
+    assert_eq!(v["error"]["param"], "prompt", "{v}");
+    for bad in [json!([[1, 2], [3]]), json!([1, -2]), json!(5), json!([])] {
+        let (status, v) = post(&client, &completions, json!({"prompt": bad})).await;
+        assert_error(status, &v, 400);
+        assert_eq!(v["error"]["param"], "prompt", "{v}");
+    }
+    let ids = json!({"prompt": [10, 11, 12], "max_tokens": 2, "temperature": 0});
+    let (status, v) = post(&client, &completions, ids).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["usage"]["prompt_tokens"], 3, "{v}");
+
+    // A known route with the wrong method: 405 with a body.
+    let res = client.get(&url).send().await.unwrap();
+    let status = res.status().as_u16();
+    assert_error(status, &res.json().await.unwrap(), 405);
+
     // Past the context window (64 tokens here): the message gives both numbers.
     let long = "word ".repeat(200);
     let (status, v) = post(&client, &url, json!({"messages": [user(&long)]})).await;
