@@ -7,8 +7,9 @@
 #   tools/device/cuda_checks.sh performance   # device call 2 (carry [".device"]), ≤ 5 min
 #
 # prepare: builds with the `cuda` feature the release test binaries whose
-#   device-parameterised tests have a GPU variant (`name::cuda`, ignored without a GPU)
-#   and the GPU-only sweep, and the `edge-llm` binary without the embedded demo model
+#   device-parameterised tests have a GPU variant (`name::cuda`, ignored without a GPU),
+#   the `cuda_kernels` bench (edge-benches) and the `edge-llm` binary without the
+#   embedded demo model
 #   (the checks read models/demo from the working tree, which travels anyway); warms the
 #   kernel cache with every kernel (edge-quant's and the model's) as PTX for sm_80,
 #   sm_89 and sm_90 (`edge-llm kernels warm`, NVRTC from $NVRTC_DIR or the pip wheels of
@@ -20,9 +21,11 @@
 #   greedy tokens on the CPU and on cuda:0 (bf16 activations both) for the demo model
 #   and for a predictable bench-0.5b checkpoint quantized to NVFP4 with FP8 pages, each
 #   with "same: yes/NO". Ends with one summary line.
-# performance: the NVFP4 product sweep at 1–64 tokens (CUDA cores and tensor cores,
-#   against the copy bandwidth) beside PyTorch's bf16 matmul on the same shapes when
-#   torch is there (with the ratio), the decode of a Qwen3.6-27B-shaped NVFP4 model cut
+# performance: the `cuda_kernels` bench (the NVFP4 product sweep at 1–64 tokens, CUDA
+#   cores and tensor cores, against the copy bandwidth; `nvfp4_linear` at the 27B MLP
+#   decode shapes; a prompt chunk and a decode step of a 4-layer 27B block), the sweep
+#   beside PyTorch's bf16 matmul on the same shapes when torch is there (with the
+#   ratio), the decode of a Qwen3.6-27B-shaped NVFP4 model cut
 #   to 8 of its 64 layers (the same layers and vocabulary) as a fraction of the copy
 #   bandwidth, and tree verification at 1 to 32 nodes on it. Ends with one summary line.
 # Logs go to $OUT/cuda_checks_<call>.log when $OUT is set (the device tool's), else
@@ -48,6 +51,11 @@ prepare() {
         [[ -n "$exe" ]] || { echo "$log"; echo "$test binary not found" >&2; exit 1; }
         cp "$exe" "$stage/bin/$test"
     done
+    log=$(cargo bench -p edge-benches --features cuda --bench cuda_kernels --no-run 2>&1) ||
+        { echo "$log"; exit 1; }
+    exe=$(echo "$log" | grep -oE "\([^)]*/deps/cuda_kernels-[0-9a-f]+\)" | tr -d '()' | tail -n1)
+    [[ -n "$exe" ]] || { echo "$log"; echo "cuda_kernels binary not found" >&2; exit 1; }
+    cp "$exe" "$stage/bin/cuda_kernels"
     cargo build -p edge-cli --release --no-default-features --features cuda
     cp target/release/edge-llm "$stage/bin/edge-llm"
     strip "$stage"/bin/* 2>/dev/null || true
@@ -132,13 +140,24 @@ performance() {
     cd "$ROOT"
     local t0=$SECONDS ours="$WORK/sweep.txt" theirs="$WORK/torch.txt" synth="$WORK/qwen27b-8"
     unpack
-    echo "== NVFP4 products over 16 Qwen3.6-27B MLP matrices, 1-64 tokens"
-    timeout 120 "$BIN/cuda_tensor_core" --ignored --exact nvfp4_mlp_sweep_27b --nocapture 2>&1 | tee "$ours" || true
+    echo "== cuda_kernels bench: NVFP4 products over 16 Qwen3.6-27B MLP matrices (1-64 tokens),"
+    echo "   the 27B MLP decode shapes, a prompt chunk and a decode step of a 27B block"
+    CRITERION_HOME="$WORK/criterion" timeout 180 "$BIN/cuda_kernels" --bench 2>&1 | tee "$ours" || true
     if timeout 20 python3 -c "import torch" 2>/dev/null; then
         echo "== the same shapes through PyTorch's bf16 matmul (cuBLAS)"
         timeout 90 python3 tools/device/torch_bf16_sweep.py 2>&1 | tee "$theirs" || true
         echo "tokens | edge-llm best µs | cuBLAS bf16 µs | ratio (cuBLAS / edge-llm)"
-        awk 'FNR == NR && $2 == "|" && $1 ~ /^[0-9]+$/ { best[$1] = ($3 < $6 ? $3 : $6); next }
+        # From criterion's lines: the benchmark id (nvfp4-mlp-27b/<kernel>/<tokens>), then
+        # on its line or the next "time: [low unit mid unit high unit]"; the better kernel's
+        # mid estimate per token count, in µs.
+        awk 'FNR == NR && match($0, /nvfp4-mlp-27b\/(cuda|tensor)-cores\/[0-9]+/) {
+                 split(substr($0, RSTART, RLENGTH), id, "/"); tokens = id[3] }
+             FNR == NR && /time:/ && tokens != "" {
+                 split(substr($0, index($0, "[") + 1), f, " ")
+                 us = f[4] == "ns" ? f[3] / 1e3 : f[4] == "ms" ? f[3] * 1e3 : f[4] == "s" ? f[3] * 1e6 : f[3]
+                 if (!(tokens in best) || us < best[tokens]) best[tokens] = us
+                 tokens = ""; next }
+             FNR == NR { next }
              $2 == "|" && $1 in best { printf "%6d | %16.0f | %14.0f | %.2f\n", $1, best[$1], $3, $3 / best[$1] }' \
             "$ours" "$theirs"
     else

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The baseline of the NVFP4 sweep (crates/edge-quant/tests/cuda_tensor_core.rs,
-nvfp4_mlp_sweep_27b): the same 16 Qwen3.6-27B MLP shapes as bf16 weights through
+"""The baseline of the NVFP4 sweep (group nvfp4-mlp-27b of the cuda_kernels bench,
+benches/benches/cuda_kernels.rs): the same 16 Qwen3.6-27B MLP shapes as bf16 weights through
 PyTorch's matmul (cuBLAS), 1 to 64 tokens, timed with CUDA events. Prints µs per pass over
 the 16 matrices and the weight bytes read per second.
 

@@ -17,7 +17,7 @@
 
 mod cuda_support;
 
-use cuda_support::{device, gpu, normal, time_us, to_bf16_bits, weight_data};
+use cuda_support::{device, gpu, normal, to_bf16_bits, weight_data};
 use edge_core::Device;
 use edge_core::cuda::{ComputeCapability, CudaDevice, KernelCache};
 use edge_core::rng::SeededRng;
@@ -417,12 +417,15 @@ fn fp8_matches_cpu(on: Device) {
     }
 }
 
+/// `nvfp4_linear` at the Qwen3.6-27B MLP shapes (gate/up 5120 → 17408, down 17408 →
+/// 5120), 1 and 16 tokens, f32 and bf16 activations: 48 rows of each output against
+/// f64 (all of them would take the CPU too long). Their speed: the `cuda_kernels` bench
+/// of edge-benches.
 #[test]
 #[ignore = "needs an NVIDIA GPU: cargo test -p edge-quant --features cuda --release -- --ignored"]
-fn decode_shape_timings() {
+fn decode_shapes_match_f64() {
     let dev = gpu();
-    // Qwen3.6-27B MLP shapes: gate/up 5120 → 17408 and down 17408 → 5120.
-    for (rows, cols, label) in [(17408, 5120, "5120->17408"), (5120, 17408, "17408->5120")] {
+    for (rows, cols) in [(17408, 5120), (5120, 17408)] {
         let mut rng = SeededRng::from_seed(rows as u64);
         // Random codes; scale bytes in 0x28..0x48 (0.125 .. 4): realistic magnitudes.
         let scales: Vec<u8> = (0..rows * cols / 16)
@@ -431,35 +434,18 @@ fn decode_shape_timings() {
         let w =
             Nvfp4Tensor::from_parts(rows, cols, rng.bytes(rows * cols / 2), scales, 1e-3).unwrap();
         let gw = CudaNvfp4Tensor::upload(&dev, &w).unwrap();
-        let weight_mb = gw.storage_bytes() as f64 / 1e6;
         for tokens in [1, 16] {
             let x: Vec<f32> = (0..tokens * cols).map(|_| normal(&mut rng)).collect();
             let (bits, wide) = to_bf16_bits(&x);
-            let (xf, xb) = (dev.upload(&x).unwrap(), dev.upload(&bits).unwrap());
             let mut y = dev.zeros::<f32>(tokens * rows).unwrap();
             for act in ["f32", "bf16"] {
-                let (us, x_bytes) = if act == "f32" {
-                    (
-                        time_us(&dev, 50, || {
-                            qc::nvfp4_linear_into(&dev, &gw, &xf, tokens, &mut y).unwrap()
-                        }),
-                        4,
-                    )
+                if act == "f32" {
+                    let xf = dev.upload(&x).unwrap();
+                    qc::nvfp4_linear_into(&dev, &gw, &xf, tokens, &mut y).unwrap();
                 } else {
-                    (
-                        time_us(&dev, 50, || {
-                            qc::nvfp4_linear_bf16_into(&dev, &gw, &xb, tokens, &mut y).unwrap()
-                        }),
-                        2,
-                    )
-                };
-                let bytes = gw.storage_bytes() + tokens * cols * x_bytes + tokens * rows * 4;
-                println!(
-                    "nvfp4_linear {label} tokens={tokens:2} act={act:4}: {us:8.1} us, {:7.1} GB/s effective, {:6.2} TFLOP/s (weights {weight_mb:.1} MB)",
-                    bytes as f64 / us / 1e3,
-                    2.0 * (rows * cols * tokens) as f64 / us / 1e6
-                );
-                // Spot-check 48 rows against f64 (the full reference is too slow here).
+                    let xb = dev.upload(&bits).unwrap();
+                    qc::nvfp4_linear_bf16_into(&dev, &gw, &xb, tokens, &mut y).unwrap();
+                }
                 let got = dev.download(&y).unwrap();
                 let xs = if act == "f32" { &x } else { &wide };
                 let mut row = vec![0.0f32; cols];
@@ -480,28 +466,12 @@ fn decode_shape_timings() {
                         let err = (f64::from(got[t * rows + r]) - want).abs();
                         assert!(
                             err <= LINEAR_REL_TOLERANCE * mag,
-                            "{label} {act} t={t} r={r}: {err:e} vs {mag:e}"
+                            "{cols}->{rows} {act} t={t} r={r}: {err:e} vs {mag:e}"
                         );
                     }
                 }
             }
         }
-        let mut wf = dev.zeros::<f32>(rows * cols).unwrap();
-        let us = time_us(&dev, 20, || {
-            qc::nvfp4_dequantize_into(&dev, &gw, &mut wf).unwrap()
-        });
-        let bytes = gw.storage_bytes() + rows * cols * 4;
-        println!(
-            "nvfp4_dequantize {label}: {us:8.1} us, {:7.1} GB/s effective",
-            bytes as f64 / us / 1e3
-        );
-        let us = time_us(&dev, 20, || {
-            drop(qc::nvfp4_quantize(&dev, rows, cols, &wf, 1e-3).unwrap())
-        });
-        println!(
-            "nvfp4_quantize   {label}: {us:8.1} us, {:7.1} GB/s effective (incl. one 8-byte readback)",
-            bytes as f64 / us / 1e3
-        );
     }
 }
 

@@ -1,15 +1,15 @@
 //! The tensor-core products (`nvfp4_linear_tc*`, kernels/nvfp4/mma.cu; `bf16_linear_tc*`,
 //! kernels/bf16/mma.cu against the CPU bf16 linear) on a GPU:
 //! parity against f64 products of the dequantized weights and the bf16-rounded
-//! activations, and the 27B-shaped sweep that compares it with the CUDA-core kernels and
-//! the device's copy bandwidth. Every test is ignored (it needs a GPU); run them with
+//! activations (their speed at the 27B MLP shapes: the `cuda_kernels` bench of
+//! edge-benches). The GPU tests are ignored; run them with
 //! `cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored --nocapture --test-threads=1`
 //! or through `tools/device/cuda_checks.sh`.
 #![cfg(feature = "cuda")]
 
 mod cuda_support;
 
-use cuda_support::{device, gpu, normal, time_us, to_bf16_bits, weight_data};
+use cuda_support::{device, normal, to_bf16_bits, weight_data};
 use edge_core::Device;
 use edge_core::rng::SeededRng;
 use edge_quant::cuda::{self as qc, CudaNvfp4Tensor};
@@ -79,90 +79,6 @@ fn nvfp4_tensor_core_matches_reference(on: Device) {
     println!(
         "NVFP4 tensor cores: worst |err| / Σ|x̂ŵ| = {worst:.3e} (tolerance {TC_REL_TOLERANCE:e})"
     );
-}
-
-/// One pass over `mats` with `f`, timed.
-fn pass_us(
-    dev: &qc::CudaDevice,
-    mats: &[CudaNvfp4Tensor],
-    f: impl Fn(&CudaNvfp4Tensor, &mut qc::DeviceSlice<f32>),
-    ys: &mut [qc::DeviceSlice<f32>],
-) -> f64 {
-    time_us(dev, 10, || {
-        for (w, y) in mats.iter().zip(ys.iter_mut()) {
-            f(w, y);
-        }
-    })
-}
-
-#[test]
-#[ignore = "needs an NVIDIA GPU (sm_80+): cargo test -p edge-quant --features cuda --release --test cuda_tensor_core -- --ignored"]
-fn nvfp4_mlp_sweep_27b() {
-    let dev = gpu();
-    // 16 distinct Qwen3.6-27B MLP matrices (gate/up 5120 → 17408, down 17408 → 5120):
-    // together far larger than L2, so every pass reads its weights from DRAM.
-    let mut rng = SeededRng::from_seed(27);
-    let mats: Vec<CudaNvfp4Tensor> = (0..16)
-        .map(|i| {
-            let (rows, cols) = if i % 3 == 2 {
-                (5120, 17408)
-            } else {
-                (17408, 5120)
-            };
-            let scales: Vec<u8> = (0..rows * cols / 16)
-                .map(|_| 0x28 + rng.below(32) as u8)
-                .collect();
-            let w = Nvfp4Tensor::from_parts(rows, cols, rng.bytes(rows * cols / 2), scales, 1e-3)
-                .unwrap();
-            CudaNvfp4Tensor::upload(&dev, &w).unwrap()
-        })
-        .collect();
-    let weight_bytes: usize = mats.iter().map(|m| m.storage_bytes()).sum();
-
-    // The copy bandwidth this device reaches (read + write of 1 GiB).
-    let src = dev.zeros::<u8>(1 << 30).unwrap();
-    let mut dst = dev.zeros::<u8>(1 << 30).unwrap();
-    let copy_us = time_us(&dev, 10, || {
-        dev.copy(&src, 0..src.len(), &mut dst, 0).unwrap()
-    });
-    let copy_gbs = 2.0 * (1u64 << 30) as f64 / copy_us / 1e3;
-    drop((src, dst));
-    println!(
-        "weights {:.2} GB in 16 matrices; device-to-device copy {copy_gbs:.0} GB/s",
-        weight_bytes as f64 / 1e9
-    );
-    println!("tokens | CUDA cores µs  GB/s | tensor cores µs  GB/s  of copy");
-    for tokens in [1, 2, 4, 8, 16, 32, 64] {
-        let x: Vec<f32> = (0..tokens * 17408).map(|_| normal(&mut rng)).collect();
-        let (bits, _) = to_bf16_bits(&x);
-        // Activations for both input widths, uploaded once (not inside the timing).
-        let x5120 = dev.upload(&bits[..tokens * 5120]).unwrap();
-        let x17408 = dev.upload(&bits).unwrap();
-        let mut ys: Vec<_> = mats
-            .iter()
-            .map(|m| dev.zeros::<f32>(tokens * m.rows()).unwrap())
-            .collect();
-        let x_of = |w: &CudaNvfp4Tensor| if w.cols() == 5120 { &x5120 } else { &x17408 };
-        let cores = pass_us(
-            &dev,
-            &mats,
-            |w, y| qc::nvfp4_linear_bf16_into(&dev, w, x_of(w), tokens, y).unwrap(),
-            &mut ys,
-        );
-        let tc = pass_us(
-            &dev,
-            &mats,
-            |w, y| qc::nvfp4_linear_tc_bf16_into(&dev, w, x_of(w), tokens, y).unwrap(),
-            &mut ys,
-        );
-        let gbs = |us: f64| weight_bytes as f64 / us / 1e3;
-        println!(
-            "{tokens:6} | {cores:10.0} {:6.0} | {tc:12.0} {:6.0}  {:5.1}%",
-            gbs(cores),
-            gbs(tc),
-            100.0 * gbs(tc) / copy_gbs
-        );
-    }
 }
 
 fn bf16_tensor_core_matches_cpu_linear(on: Device) {

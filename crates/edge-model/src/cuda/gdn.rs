@@ -248,20 +248,6 @@ pub fn gdn_recurrence(
     x: &GdnInputs<'_>,
     out: &mut DeviceSlice<f32>,
 ) -> Result<()> {
-    gdn_recurrence_with(dev, layer, states, spans, x, out, false)
-}
-
-/// [`gdn_recurrence`], with `rows_only` forcing the row kernel (the tests compare the
-/// two).
-pub(super) fn gdn_recurrence_with(
-    dev: &CudaDevice,
-    layer: &GdnLayer<'_>,
-    states: &mut DeviceSlice<f32>,
-    spans: &GdnSpans,
-    x: &GdnInputs<'_>,
-    out: &mut DeviceSlice<f32>,
-    rows_only: bool,
-) -> Result<()> {
     const OP: &str = "gdn_recurrence";
     let GdnHeads {
         key_heads: hk,
@@ -294,11 +280,7 @@ pub(super) fn gdn_recurrence_with(
     // decode step) never read it: they get a one-value placeholder, not a state's worth.
     let trees = spans.host.trees();
     let mut scratch = dev.zeros::<f32>(if trees == 0 { 1 } else { trees * per_slot })?;
-    let kernel = match rows_only {
-        true => "eq_gdn_recurrence_f32",
-        false => recurrence_kernel(layer.heads, &spans.host),
-    };
-    let func = dev.function(&GDN, kernel)?;
+    let func = dev.function(&GDN, recurrence_kernel(layer.heads, &spans.host))?;
     let cfg = launch_shape(OP, dims[1], spans.host.spans())?;
     let mut launch = dev.launch_builder(&func);
     launch

@@ -28,8 +28,6 @@ mod rope;
 mod sampling;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod timing;
 
 pub(crate) use attention::{DeviceAttentionRows, KvPages, PagedAttention, attention_rows};
 pub use backend::{

@@ -1,5 +1,4 @@
-//! Shared by the GPU test files: the device, deterministic data, bf16 rounding and
-//! event timing.
+//! Shared by the GPU test files: the device, deterministic data and bf16 rounding.
 #![allow(dead_code)] // each test file uses its own subset
 
 use edge_core::Device;
@@ -68,19 +67,4 @@ pub fn to_bf16_bits(x: &[f32]) -> (Vec<u16>, Vec<f32>) {
     let bits: Vec<u16> = x.iter().map(|&v| bf16::from_f32(v).to_bits()).collect();
     let wide = bits.iter().map(|&b| bf16::from_bits(b).to_f32()).collect();
     (bits, wide)
-}
-
-/// Times `f` with CUDA events: 3 warm-up calls, then the mean of `iters`, in µs.
-pub fn time_us(dev: &CudaDevice, iters: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let stream = dev.driver_stream().expect("timings need a GPU");
-    let start = stream.record_event(flags).unwrap();
-    for _ in 0..iters {
-        f();
-    }
-    let end = stream.record_event(flags).unwrap();
-    f64::from(start.elapsed_ms(&end).unwrap()) * 1e3 / iters as f64
 }
