@@ -175,20 +175,37 @@ mod tests {
 
     #[test]
     fn malformed_xml() {
-        for body in [
-            "",
-            "\n",
-            "hello",
-            "<parameter=a>\n1\n</parameter>",
-            "<function=f>",
-            "<function=f>\n<parameter=a>\n1\n</function>",
-            "<function=f>\ngarbage\n</function>",
-            "<function=f>\n</function>\ntrailing",
-            "<function=>\n</function>",
-            "<function=f\n</function>",
-            "<function=f>\n<parameter=>\n1\n</parameter>\n</function>",
+        // Each with the reason the parser gives (its errors are messages for the log).
+        for (body, says) in [
+            ("", "no <function=...> at the start"),
+            ("\n", "no <function=...> at the start"),
+            ("hello", "no <function=...> at the start"),
+            (
+                "<parameter=a>\n1\n</parameter>",
+                "no <function=...> at the start",
+            ),
+            ("<function=f>", "no </function>"),
+            (
+                "<function=f>\n<parameter=a>\n1\n</function>",
+                "parameter \"a\" has no </parameter>",
+            ),
+            (
+                "<function=f>\ngarbage\n</function>",
+                "unexpected text in the call",
+            ),
+            (
+                "<function=f>\n</function>\ntrailing",
+                "text after </function>",
+            ),
+            ("<function=>\n</function>", "bad function name"),
+            ("<function=f\n</function>", "bad function name"),
+            (
+                "<function=f>\n<parameter=>\n1\n</parameter>\n</function>",
+                "bad parameter name",
+            ),
         ] {
-            assert!(xml(body).is_err(), "{body:?}");
+            let err = xml(body).expect_err(body);
+            assert!(err.contains(says), "{body:?}: {err}");
         }
     }
 
