@@ -15,7 +15,7 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> String {
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )

@@ -6,7 +6,7 @@ use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, LoadOptions};
-use edge_runtime::server::{ServerConfig, ServerState, serve};
+use edge_runtime::server::{AccessPolicy, ServerConfig, ServerState, serve};
 use edge_runtime::tool_calls::ToolCallPolicy;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,6 +52,44 @@ pub struct ServeArgs {
     /// template writes XML calls (Qwen3.5/3.6), free where it writes JSON ones.
     #[arg(long, default_value = "auto")]
     pub tool_calls: ToolCallPolicy,
+    /// Require `Authorization: Bearer KEY` on every route but /health (a key on the
+    /// command line shows in the process list: prefer --api-key-file).
+    #[arg(long, conflicts_with = "api_key_file")]
+    pub api_key: Option<String>,
+    /// Read the API key from the first line of this file.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// A host name browsers may reach the server from (its `Origin`) or call it by
+    /// (its `Host`, checked on a loopback listener), beside loopback; repeat for more.
+    #[arg(long = "allow-origin", value_name = "HOST")]
+    pub allow_origins: Vec<String>,
+}
+
+/// The access policy the flags ask for.
+fn access_policy(a: &ServeArgs) -> Result<AccessPolicy, CliError> {
+    let mut policy = AccessPolicy::default();
+    for host in &a.allow_origins {
+        policy = policy.allow_host(host);
+    }
+    let key = match (&a.api_key, &a.api_key_file) {
+        (Some(k), _) => Some(k.clone()),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::Usage(format!(
+                    "cannot read --api-key-file {}: {e}",
+                    path.display()
+                ))
+            })?;
+            Some(text.lines().next().unwrap_or_default().to_string())
+        }
+        (None, None) => None,
+    };
+    match key {
+        Some(k) => policy
+            .with_api_key(&k)
+            .ok_or_else(|| CliError::Usage("the API key is empty".into())),
+        None => Ok(policy),
+    }
 }
 
 /// Runs `serve` until SIGINT or SIGTERM.
@@ -65,6 +103,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .try_init();
+    let access = access_policy(&a)?;
     let state = server_state(&StateArgs {
         model: a.model.clone(),
         act_quant: a.act_quant,
@@ -83,7 +122,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         port: a.port,
         body_limit: a.body_limit,
     };
-    runtime.block_on(serve(config, state))?;
+    runtime.block_on(serve(config, state.with_access(access)))?;
     Ok(())
 }
 
@@ -153,4 +192,43 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
         eos,
     );
     Ok(state.with_tool_call_policy(a.tool_calls)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn policy(args: &[&str]) -> Result<AccessPolicy, CliError> {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        access_policy(&cli.serve)
+    }
+
+    #[test]
+    fn api_key_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("key");
+        std::fs::write(&file, "from-file\nignored\n").unwrap();
+        let file = file.to_str().unwrap();
+        let p = policy(&["--api-key-file", file, "--allow-origin", "a.example"]).unwrap();
+        assert!(format!("{p:?}").contains("<set>") && !format!("{p:?}").contains("from-file"));
+        assert!(!format!("{:?}", policy(&[]).unwrap()).contains("<set>"));
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        for bad in [
+            vec!["--api-key-file", empty.to_str().unwrap()],
+            vec!["--api-key", " "],
+            vec!["--api-key-file", "/nonexistent/key"],
+            vec!["--api-key", "k", "--api-key-file", file],
+        ] {
+            assert!(matches!(policy(&bad), Err(CliError::Usage(_))), "{bad:?}");
+        }
+    }
 }

@@ -47,7 +47,8 @@ impl ApiError {
     /// The OpenAI `type` of this error.
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 413 | 422 => "invalid_request_error",
+            400 | 401 | 413 | 422 => "invalid_request_error",
+            403 => "permission_error",
             404 => "not_found_error",
             405 => "invalid_request_error",
             429 => "rate_limit_error",
@@ -62,6 +63,8 @@ impl ApiError {
             413 => json!("request_too_large"),
             429 => json!("queue_full"),
             503 => json!("shutting_down"),
+            401 => json!("invalid_api_key"),
+            403 => json!("origin_not_allowed"),
             404 => json!("not_found"),
             405 => json!("method_not_allowed"),
             _ => Value::Null,

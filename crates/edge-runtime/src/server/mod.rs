@@ -4,7 +4,9 @@
 //! `stream: true`), `GET /v1/models`, `GET /health`, `GET /metrics`. Requests run on
 //! the engine thread behind an [`EngineHandle`]; a client that disconnects cancels
 //! its request. Errors are OpenAI-style `{"error": {...}}` bodies (400 bad request,
-//! 404 unknown route, 413 body too large, 429 queue full, 503 shutting down).
+//! 401 missing or wrong API key, 403 origin or host not allowed, 404 unknown route,
+//! 405 wrong method, 413 body too large, 429 queue full, 503 shutting down). Access
+//! rules: [`AccessPolicy`].
 //!
 //! [`in_process::chat_completion`] runs a chat request body through the same path
 //! without HTTP.
@@ -16,6 +18,7 @@
 //! `"none"` the tools are left out of the prompt; a call the model writes anyway is
 //! still parsed into `tool_calls`.
 
+mod access;
 mod chat;
 mod errors;
 mod handlers;
@@ -26,6 +29,7 @@ mod stream;
 mod validate;
 mod worker;
 
+pub use access::AccessPolicy;
 pub use errors::ApiError;
 pub use metrics::Metrics;
 pub use worker::Summary;
@@ -80,6 +84,7 @@ pub(crate) struct Inner {
     tool_vocab: Option<Arc<TokenBytes>>,
     next_request: AtomicU64,
     created: u64,
+    access: AccessPolicy,
 }
 
 /// The server's state: the engine handle, tokenizer, chat template and model facts.
@@ -113,6 +118,7 @@ impl ServerState {
                 tool_vocab: None,
                 next_request: AtomicU64::new(1),
                 created: unix_now(),
+                access: AccessPolicy::default(),
             }),
         }
     }
@@ -153,6 +159,16 @@ impl ServerState {
         }
     }
 
+    /// The same state under `access` (an API key, allowed browser hosts). Like
+    /// [`ServerState::with_body_limit`], meant for a state not yet shared.
+    pub fn with_access(self, access: AccessPolicy) -> Self {
+        let mut inner = self.into_inner();
+        inner.access = access;
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.
     fn into_inner(self) -> Inner {
         Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
@@ -167,6 +183,7 @@ impl ServerState {
             tool_vocab: a.tool_vocab.clone(),
             next_request: AtomicU64::new(1),
             created: a.created,
+            access: a.access.clone(),
         })
     }
 
@@ -201,6 +218,7 @@ pub fn router(state: ServerState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .with_state(state)
 }
@@ -239,12 +257,16 @@ async fn track(State(state): State<ServerState>, req: Request, next: Next) -> Re
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then finishes the
-/// responses in progress.
+/// responses in progress. On a loopback listener the `Host` header must name this
+/// machine (or a host the access policy allows): the defence against DNS rebinding.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     state: ServerState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let access = state.inner.access.clone().checking_host(loopback);
+    let state = state.with_access(access);
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await

@@ -3,6 +3,7 @@
 //! for keep-alive) talks to it.
 #![cfg(feature = "server")]
 
+mod access;
 mod constrained;
 mod logprobs;
 mod support;
@@ -78,7 +79,7 @@ async fn plain_and_streamed_chat_with_keep_alive() {
     let payload = stream_body.to_string();
     for _ in 0..2 {
         let req = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n\r\n{payload}",
             payload.len()
         );

@@ -22,6 +22,11 @@ pub async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -
     serve(state(queue, max_sequences, context)).await
 }
 
+/// A server on the demo model whose state `f` adjusts; returns its base URL.
+pub async fn start_with(f: impl FnOnce(ServerState) -> ServerState) -> String {
+    serve(f(state(16, 4, None))).await
+}
+
 /// A server constraining tool calls to the request's tools; returns its base URL.
 pub async fn start_constrained() -> String {
     serve(state(16, 4, None).with_constrained_tool_calls().unwrap()).await
