@@ -39,6 +39,14 @@ pub enum RuntimeError {
     /// An error from the foundation crate.
     #[error(transparent)]
     Core(#[from] edge_core::CoreError),
+    /// A forward pass of a running step failed (a device or cache failure, not the
+    /// request's input, which admission has checked): the requests of that step end
+    /// with it. Shared, since one failure ends every request in the step.
+    #[error("a forward pass failed: {0}")]
+    Forward(#[source] std::sync::Arc<edge_model::ModelError>),
+    /// An invariant of the engine did not hold (a bug, not a bad request).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Result alias for `edge-runtime`.

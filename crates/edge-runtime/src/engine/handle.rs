@@ -83,7 +83,7 @@ impl EngineHandle {
         let thread = std::thread::Builder::new()
             .name("edge-engine".into())
             .spawn(move || run(engine, inbox, controls))
-            .map_err(|e| RuntimeError::InvalidRequest(format!("cannot start the engine: {e}")))?;
+            .map_err(|e| RuntimeError::Internal(format!("cannot start the engine thread: {e}")))?;
         Ok(EngineHandle {
             commands,
             control,

@@ -49,7 +49,7 @@ impl<B: Backend> Engine<B> {
                 let hidden = p.carry.take();
                 match logits {
                     Some(l) => self.start_decode(&model, i, &l, hidden),
-                    None => self.active[i].fail(RuntimeError::InvalidRequest(
+                    None => self.active[i].fail(RuntimeError::Internal(
                         "the prompt produced no logits".into(),
                     )),
                 }
@@ -121,9 +121,9 @@ impl<B: Backend> Engine<B> {
         let (logits, greedy, top, hidden) = match ran {
             Ok(ran) => ran,
             Err(e) => {
+                let e = std::sync::Arc::new(e);
                 for (i, _) in roles {
-                    let msg = format!("a forward pass failed: {e}");
-                    self.active[i].fail(RuntimeError::InvalidRequest(msg));
+                    self.active[i].fail(RuntimeError::Forward(e.clone()));
                 }
                 return;
             }
@@ -170,9 +170,8 @@ impl<B: Backend> Engine<B> {
         let ctx = model.config().max_position_embeddings;
         let position = self.cache.sequence(self.active[i].seq).map(|v| v.len);
         let a = &mut self.active[i];
-        let missing = || {
-            RuntimeError::InvalidRequest("the forward pass returned too few reduced rows".into())
-        };
+        let missing =
+            || RuntimeError::Internal("the forward pass returned too few reduced rows".into());
         let (chosen, logits) = match row {
             DecodeRow::Logits(l) => (a.choose(l), Some(l)),
             DecodeRow::Greedy(token) => (token.ok_or_else(missing), None),
@@ -236,9 +235,8 @@ impl<B: Backend> Engine<B> {
             p.carry = carry.clone();
         }
         if to == len {
-            let logits = logits.ok_or_else(|| {
-                RuntimeError::InvalidRequest("the prompt produced no logits".into())
-            })?;
+            let logits = logits
+                .ok_or_else(|| RuntimeError::Internal("the prompt produced no logits".into()))?;
             self.start_decode(model, i, &logits, carry);
         }
         Ok(())
@@ -311,7 +309,7 @@ impl<B: Backend> Engine<B> {
                 Err(e) => return a.fail(e.into()),
             };
         let Some((&last, accepted)) = emitted.split_last() else {
-            return a.fail(RuntimeError::InvalidRequest(
+            return a.fail(RuntimeError::Internal(
                 "a speculative step emitted nothing".into(),
             ));
         };
@@ -348,7 +346,7 @@ fn mtp_rows<B: Backend>(
     let mut rows = Vec::with_capacity((b - first) * h);
     if a > 0 {
         rows.extend_from_slice(carry.ok_or_else(|| {
-            RuntimeError::InvalidRequest("a restored prefix lacks the MTP hidden row".into())
+            RuntimeError::Internal("a restored prefix lacks the MTP hidden row".into())
         })?);
     }
     rows.extend_from_slice(&hidden[..(b - a - 1) * h]);

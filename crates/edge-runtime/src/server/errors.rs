@@ -14,6 +14,8 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault, if one is.
     pub param: Option<String>,
+    /// The OpenAI `code`, where the status alone does not say it.
+    pub code: Option<&'static str>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -32,6 +34,7 @@ impl ApiError {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
             param: param.map(str::to_string),
+            code: None,
         }
     }
 
@@ -41,6 +44,7 @@ impl ApiError {
             status,
             message: message.into(),
             param: None,
+            code: None,
         }
     }
 
@@ -53,12 +57,16 @@ impl ApiError {
             405 => "invalid_request_error",
             429 => "rate_limit_error",
             503 => "service_unavailable",
+            500 => "server_error",
             _ => "server_error",
         }
     }
 
     /// The OpenAI `code` of this error.
     fn code(&self) -> Value {
+        if let Some(code) = self.code {
+            return json!(code);
+        }
         match self.status.as_u16() {
             413 => json!("request_too_large"),
             429 => json!("queue_full"),
@@ -82,21 +90,73 @@ impl ApiError {
     }
 }
 
+/// The status of an engine error: the request's fault (400), the server's capacity
+/// now (429, 503), or the server's own failure (500). Exhaustive over this crate's
+/// errors, so a new variant must choose.
+fn status_of(e: &RuntimeError) -> StatusCode {
+    match e {
+        RuntimeError::InvalidRequest(_)
+        | RuntimeError::Template(_)
+        | RuntimeError::Tokenizer(_) => StatusCode::BAD_REQUEST,
+        RuntimeError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
+        RuntimeError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
+        RuntimeError::Cache(c) => cache_status(c),
+        RuntimeError::Model(m) => model_status(m),
+        RuntimeError::Spec(s) => match s {
+            edge_spec::SpecError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            edge_spec::SpecError::Model(m) => model_status(m),
+            edge_spec::SpecError::Cache(c) => cache_status(c),
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+        // A step's failure is never the request's input (admission checked it): the
+        // cache running short is capacity, anything else (a device error) ours.
+        RuntimeError::Forward(m) => match &**m {
+            edge_model::ModelError::Cache(c) if cache_status(c).is_server_error() => {
+                cache_status(c)
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+        RuntimeError::Demo(_)
+        | RuntimeError::Server(_)
+        | RuntimeError::Core(_)
+        | RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A model error: bad input is the request's, the rest (a checkpoint, a device) ours.
+fn model_status(e: &edge_model::ModelError) -> StatusCode {
+    use edge_model::ModelError;
+    match e {
+        ModelError::InvalidInput(_) | ModelError::Unsupported { .. } => StatusCode::BAD_REQUEST,
+        ModelError::Cache(c) => cache_status(c),
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A cache error: a request larger than the whole budget can never run (400); one
+/// that does not fit beside the others now, or past the sequence limit, meets the
+/// server's capacity (503, try again); the rest are the server's own failures.
+fn cache_status(e: &edge_kvcache::KvCacheError) -> StatusCode {
+    use edge_kvcache::KvCacheError;
+    match e {
+        KvCacheError::OverBudget { needed, budget, .. } if needed > budget => {
+            StatusCode::BAD_REQUEST
+        }
+        KvCacheError::OverBudget { .. } | KvCacheError::TooManySequences { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
-        let status = match &e {
-            RuntimeError::InvalidRequest(_)
-            | RuntimeError::Template(_)
-            | RuntimeError::Tokenizer(_)
-            | RuntimeError::Cache(_)
-            | RuntimeError::Spec(edge_spec::SpecError::InvalidRequest(_)) => {
-                StatusCode::BAD_REQUEST
-            }
-            RuntimeError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,
-            RuntimeError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
+        let status = status_of(&e);
+        let mut err = ApiError::new(status, e.to_string());
+        if status == StatusCode::SERVICE_UNAVAILABLE && !matches!(e, RuntimeError::ShutDown) {
+            err.code = Some("server_busy");
+        }
+        err
     }
 }
 
@@ -130,5 +190,63 @@ mod tests {
         let bad = ApiError::from(RuntimeError::InvalidRequest("x".into()));
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
         assert!(bad.body()["error"]["param"].is_null());
+    }
+
+    /// Input errors are 400, capacity 503 (`server_busy`), the server's own failures
+    /// (a device error in a step, a broken invariant) 500, through every wrapper.
+    #[test]
+    fn causes_choose_the_status() {
+        use edge_kvcache::KvCacheError;
+        use edge_model::ModelError;
+        use std::sync::Arc;
+        let over = |needed| KvCacheError::OverBudget {
+            needed,
+            budget: 100,
+            pinned: 60,
+        };
+        let device = || ModelError::Cache(KvCacheError::Memory("device out of memory".into()));
+        let cases = [
+            (RuntimeError::Cache(over(50)), 503),
+            (RuntimeError::Cache(over(500)), 400),
+            (
+                RuntimeError::Cache(KvCacheError::TooManySequences { max: 4 }),
+                503,
+            ),
+            (
+                RuntimeError::Model(ModelError::InvalidInput("token".into())),
+                400,
+            ),
+            (RuntimeError::Model(ModelError::Cache(over(50))), 503),
+            (RuntimeError::Model(device()), 500),
+            (RuntimeError::Forward(Arc::new(device())), 500),
+            (
+                RuntimeError::Forward(Arc::new(ModelError::Cache(over(50)))),
+                503,
+            ),
+            (
+                RuntimeError::Forward(Arc::new(ModelError::InvalidInput("x".into()))),
+                500,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::InvalidRequest("k".into())),
+                400,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::Model(device())),
+                500,
+            ),
+            (RuntimeError::Internal("no logits".into()), 500),
+        ];
+        for (e, status) in cases {
+            let text = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!(api.status.as_u16(), status, "{text}");
+            let code = &api.body()["error"]["code"];
+            match status {
+                503 => assert_eq!(code, "server_busy", "{text}"),
+                500 => assert_eq!(api.body()["error"]["type"], "server_error", "{text}"),
+                _ => {}
+            }
+        }
     }
 }
