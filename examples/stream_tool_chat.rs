@@ -131,6 +131,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     result.prefill_ms
                 );
             }
+            // The stream's iterator never yields the engine's liveness probes.
+            Event::Alive => {}
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ pub mod tokenizer;
 pub mod tool_calls;
 
 pub use chat_template::ChatTemplate;
-pub use engine::handle::{EngineHandle, EngineStatus, RequestStream};
+pub use engine::handle::{EngineHandle, EngineStatus, Polled, RequestStream};
 pub use engine::{
     Engine, EngineBuilder, EngineConfig, EngineStats, Event, EventSink, GenerateOutput,
     GenerateRequest, RequestId, ReusePolicy, StopReason,

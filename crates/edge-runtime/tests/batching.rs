@@ -255,6 +255,7 @@ fn the_handle_streams_queues_refuses_and_shuts_down() {
                     match event {
                         Event::Token { id, .. } => tokens.push(id),
                         Event::Finished(out) => finished = Some(out.unwrap()),
+                        Event::Alive => unreachable!("the stream skips liveness probes"),
                     }
                 }
                 let out = finished.expect("a stream ends with Finished");
@@ -342,4 +343,33 @@ fn the_builder_has_a_users_defaults_and_typed_errors() {
     let handle = EngineBuilder::new(&dir).queue(2).spawn().unwrap();
     let events: Vec<Event> = handle.submit(request(1, 8, 4)).unwrap().collect();
     assert!(matches!(events.last(), Some(Event::Finished(Ok(_)))));
+}
+
+/// A caller that leaves during a long prefill is noticed at the next chunk's liveness
+/// probe: the request ends there (cancelled, its sequence released) instead of
+/// prefilling the rest, so the prefix cache holds only what ran.
+#[test]
+fn a_prefill_whose_caller_left_stops_within_a_chunk() {
+    let model = model();
+    let mut e = engine(&model, 1, None);
+    let prompt = request(6, 400, 4);
+    let probes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = probes.clone();
+    // Gone after the first chunk's probe.
+    let sink = Box::new(move |event: Event| match event {
+        Event::Alive => seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0,
+        _ => false,
+    });
+    e.submit(prompt.clone(), Some(sink)).unwrap();
+    let mut steps = 0;
+    while e.step() {
+        steps += 1;
+    }
+    assert_eq!(probes.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert!(steps <= 3, "{steps} steps for a prompt of 25 chunks");
+    assert_eq!(e.cache().usage().sequences, 0);
+    e.cache().verify_refcounts().unwrap();
+    // Only the first two chunks reached the cache.
+    let again = e.generate(&prompt).unwrap();
+    assert!(again.cached_tokens <= 32, "{} cached", again.cached_tokens);
 }

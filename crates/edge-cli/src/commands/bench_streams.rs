@@ -31,6 +31,7 @@ pub fn aggregate_decode<B: Backend>(
                 match e {
                     Event::Token { .. } => count.fetch_add(1, Ordering::Relaxed),
                     Event::Finished(_) => finished.fetch_add(1, Ordering::Relaxed),
+                    Event::Alive => 0,
                 };
                 true
             });

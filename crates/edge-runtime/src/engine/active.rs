@@ -32,6 +32,11 @@ pub enum Event {
     /// The request ended: its output, or the error that stopped it. Its pages are back
     /// in the cache's pool.
     Finished(Result<GenerateOutput, RuntimeError>),
+    /// The request is still waiting or prefilling (sent after each prefill chunk, and
+    /// now and then while queued in an [`super::EngineHandle`]): carries nothing, but a
+    /// sink that is gone is noticed here, before any token, and the request ends.
+    /// [`super::RequestStream`] never yields it.
+    Alive,
 }
 
 /// Where a request's events go; returns `false` once nobody listens (the request is

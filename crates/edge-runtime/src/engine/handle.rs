@@ -8,8 +8,12 @@ use super::request::{EngineStats, GenerateRequest};
 use crate::{Result, RuntimeError};
 use edge_kvcache::CacheUsage;
 use edge_model::Backend;
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A request for the engine thread's queue.
 struct Submission(GenerateRequest, mpsc::Sender<Event>);
@@ -22,7 +26,11 @@ enum Control {
 }
 
 /// How long an idle engine thread waits on its queue before looking at its controls.
-const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+const IDLE_POLL: Duration = Duration::from_millis(5);
+
+/// How often the engine thread asks whether the callers of queued requests are still
+/// there ([`Event::Alive`]), so a queue slot comes back soon after its caller leaves.
+const QUEUE_PROBE: Duration = Duration::from_millis(100);
 
 /// A snapshot of a running engine (for health checks and metrics).
 #[derive(Clone, Debug)]
@@ -39,9 +47,11 @@ pub struct EngineStatus {
 
 /// An engine running on its own thread.
 pub struct EngineHandle {
-    commands: SyncSender<Submission>,
+    commands: Sender<Submission>,
     control: mpsc::Sender<Control>,
     capacity: usize,
+    /// Requests submitted and not yet admitted (in the channel or the thread's queue).
+    queued: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -64,7 +74,37 @@ impl Iterator for RequestStream {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
-        self.events.recv().ok()
+        loop {
+            match self.events.recv().ok()? {
+                Event::Alive => continue,
+                e => return Some(e),
+            }
+        }
+    }
+}
+
+/// What [`RequestStream::poll`] found.
+#[derive(Debug)]
+pub enum Polled {
+    /// The request's next event.
+    Event(Event),
+    /// Nothing yet (the request is queued, prefilling or between tokens).
+    Pending,
+    /// The stream has ended.
+    Ended,
+}
+
+impl RequestStream {
+    /// The next event, or [`Polled::Pending`] once `wait` has passed without one (or
+    /// when the engine only checked that the stream is still wanted): a caller that
+    /// serves a client can then see whether the client is still there, and drop the
+    /// stream (which cancels the request) if not.
+    pub fn poll(&mut self, wait: Duration) -> Polled {
+        match self.events.recv_timeout(wait) {
+            Ok(Event::Alive) | Err(mpsc::RecvTimeoutError::Timeout) => Polled::Pending,
+            Ok(e) => Polled::Event(e),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Polled::Ended,
+        }
     }
 }
 
@@ -78,16 +118,24 @@ impl EngineHandle {
         Engine<B>: Send,
     {
         let capacity = queue.max(1);
-        let (commands, inbox) = mpsc::sync_channel(capacity);
+        let (commands, inbox) = mpsc::channel();
         let (control, controls) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let waiting = Waiting {
+            inbox,
+            queue: VecDeque::new(),
+            count: queued.clone(),
+            probed: Instant::now(),
+        };
         let thread = std::thread::Builder::new()
             .name("edge-engine".into())
-            .spawn(move || run(engine, inbox, controls))
+            .spawn(move || run(engine, waiting, controls))
             .map_err(|e| RuntimeError::Internal(format!("cannot start the engine thread: {e}")))?;
         Ok(EngineHandle {
             commands,
             control,
             capacity,
+            queued,
             thread: Some(thread),
         })
     }
@@ -95,18 +143,36 @@ impl EngineHandle {
     /// Queues a request; its events arrive on the returned stream as the engine runs
     /// it. A malformed request, or one the cache cannot hold, ends with an error event.
     pub fn submit(&self, req: GenerateRequest) -> Result<RequestStream> {
-        let (tx, rx) = mpsc::channel();
-        match self.commands.try_send(Submission(req, tx)) {
-            Ok(()) => Ok(RequestStream { events: rx }),
-            Err(TrySendError::Full(_)) => Err(RuntimeError::QueueFull {
+        // Take a queue slot, or refuse: the count covers the channel and the thread's
+        // own queue, so slots of callers that left come back when the thread drops
+        // their requests.
+        let taken = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(RuntimeError::QueueFull {
                 capacity: self.capacity,
-            }),
-            Err(TrySendError::Disconnected(_)) => Err(RuntimeError::ShutDown),
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        match self.commands.send(Submission(req, tx)) {
+            Ok(()) => Ok(RequestStream { events: rx }),
+            Err(_) => {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                Err(RuntimeError::ShutDown)
+            }
         }
     }
 }
 
 impl EngineHandle {
+    /// Requests submitted and not yet admitted (of at most the queue's capacity).
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
     /// The engine's state, answered between steps (it waits for the current step).
     pub fn status(&self) -> Result<EngineStatus> {
         let (tx, rx) = mpsc::channel();
@@ -127,14 +193,55 @@ impl Drop for EngineHandle {
     }
 }
 
+/// The requests waiting for room, in order: the channel's, moved into the thread's
+/// own queue, where the ones whose callers left can be found and dropped.
+struct Waiting {
+    inbox: Receiver<Submission>,
+    queue: VecDeque<Submission>,
+    /// Shared with the handle: submitted, not yet admitted or dropped.
+    count: Arc<AtomicUsize>,
+    probed: Instant,
+}
+
+impl Waiting {
+    /// Moves what the channel holds into the queue; `false` once every handle is gone
+    /// and nothing waits.
+    fn gather(&mut self, wait: Option<Duration>) -> bool {
+        if let Some(wait) = wait.filter(|_| self.queue.is_empty()) {
+            match self.inbox.recv_timeout(wait) {
+                Ok(s) => self.queue.push_back(s),
+                Err(mpsc::RecvTimeoutError::Timeout) => return true,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        self.queue.extend(self.inbox.try_iter());
+        true
+    }
+
+    /// The next request to admit.
+    fn pop(&mut self) -> Option<Submission> {
+        let s = self.queue.pop_front()?;
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        Some(s)
+    }
+
+    /// Drops the queued requests whose callers left (at most every [`QUEUE_PROBE`]).
+    fn probe(&mut self) {
+        if self.probed.elapsed() < QUEUE_PROBE || self.queue.is_empty() {
+            return;
+        }
+        self.probed = Instant::now();
+        let before = self.queue.len();
+        self.queue
+            .retain(|Submission(_, events)| events.send(Event::Alive).is_ok());
+        self.count
+            .fetch_sub(before - self.queue.len(), Ordering::AcqRel);
+    }
+}
+
 /// The engine thread: answer controls, admit queued requests while there is room, step
 /// while there is work, wait on the queue when idle.
-fn run<B: Backend>(
-    mut engine: Engine<B>,
-    inbox: Receiver<Submission>,
-    controls: Receiver<Control>,
-) {
-    let mut next: Option<Submission> = None;
+fn run<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting, controls: Receiver<Control>) {
     loop {
         while let Ok(control) = controls.try_recv() {
             match control {
@@ -146,19 +253,19 @@ fn run<B: Backend>(
                         refcounts_ok: engine.cache().verify_refcounts().is_ok(),
                     });
                 }
-                Control::Shutdown => return shut_down(engine, inbox, next),
+                Control::Shutdown => return shut_down(engine, waiting),
             }
         }
-        if next.is_none() && engine.in_flight() == 0 {
-            match inbox.recv_timeout(IDLE_POLL) {
-                Ok(s) => next = Some(s),
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => return,
-            }
+        let idle = engine.in_flight() == 0;
+        if !waiting.gather(idle.then_some(IDLE_POLL)) {
+            return;
         }
+        if idle && waiting.queue.is_empty() {
+            continue;
+        }
+        waiting.probe();
         while engine.has_room() {
-            let Some(Submission(req, events)) = next.take().or_else(|| inbox.try_recv().ok())
-            else {
+            let Some(Submission(req, events)) = waiting.pop() else {
                 break;
             };
             let sink_events = events.clone();
@@ -172,16 +279,13 @@ fn run<B: Backend>(
 }
 
 /// Cancels what is in flight and refuses what is queued.
-fn shut_down<B: Backend>(
-    mut engine: Engine<B>,
-    inbox: Receiver<Submission>,
-    next: Option<Submission>,
-) {
+fn shut_down<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting) {
     let ids: Vec<RequestId> = engine.active.iter().map(|a| a.id).collect();
     for id in ids {
         engine.cancel(id);
     }
-    for Submission(_, events) in next.into_iter().chain(inbox.try_iter()) {
+    waiting.gather(None);
+    while let Some(Submission(_, events)) = waiting.pop() {
         let _ = events.send(Event::Finished(Err(RuntimeError::ShutDown)));
     }
 }

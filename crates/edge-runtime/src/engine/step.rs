@@ -3,7 +3,8 @@
 //! next prefill pass, to one batched forward (continuous batching).
 
 use super::Engine;
-use super::active::Phase;
+use super::StopReason;
+use super::active::{Event, Phase};
 use crate::tool_calls::PathFilter;
 use crate::{Result, RuntimeError};
 use edge_kvcache::{SequenceCache, SnapshotData};
@@ -158,12 +159,18 @@ impl<B: Backend> Engine<B> {
                     {
                         self.active[i].fail(e);
                     }
+                    // Between prefill chunks nothing else reaches the client: ask
+                    // whether it is still there, so a long prompt whose client left
+                    // stops within a chunk.
+                    let a = &mut self.active[i];
+                    if matches!(a.phase, Phase::Prefill(_)) && !a.send(Event::Alive) {
+                        a.end(StopReason::Cancelled);
+                    }
                 }
             }
         }
     }
 
-    /// A decode row ran: choose the next token from its logits.
     /// A decode row ran: samples its token (or takes the pass's greedy choice) and
     /// records it.
     fn decoded(&mut self, model: &Qwen35Model<B>, i: usize, row: DecodeRow<'_>) {

@@ -36,6 +36,8 @@ pub fn chat_completion(
         stream,
         &prompt,
         &params.stop,
+        // The caller waits on this thread: it cannot leave.
+        &|| true,
         &mut |piece| match piece {
             Piece::Delta(d) => {
                 on_delta(&d);

@@ -13,10 +13,10 @@ use super::logprobs::LogprobEntry;
 use crate::tool_calls::{
     Delta, ToolCallFormat, ToolCallParser, ToolConstraint, prompt_opens_reasoning,
 };
-use crate::{Event, GenerateRequest, RequestStream, StopReason};
+use crate::{Event, GenerateRequest, Polled, RequestStream, StopReason};
 use axum::http::StatusCode;
 use edge_spec::SpecStats;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// What the worker reports.
@@ -116,8 +116,10 @@ pub fn start(
     let (tx, rx) = mpsc::channel(64);
     let state = state.clone();
     let stops = params.stop.clone();
+    let watch = tx.clone();
     tokio::task::spawn_blocking(move || {
-        run(&state, stream, &prompt, &stops, &mut |p| {
+        let wanted = || !watch.is_closed();
+        run(&state, stream, &prompt, &stops, &wanted, &mut |p| {
             tx.blocking_send(p).is_ok()
         })
     });
@@ -184,14 +186,20 @@ impl Splitter {
     }
 }
 
-/// Reads the request's events to the end, handing each [`Piece`] to `send`; `send`
-/// returning `false` (nobody listens any more) stops it, which drops the stream and
-/// so cancels the request.
+/// How often a request that sends nothing (queued, prefilling, or inside a tool call
+/// the parser holds back) looks whether its client is still there.
+const CLIENT_CHECK: Duration = Duration::from_millis(100);
+
+/// Reads the request's events to the end, handing each [`Piece`] to `send`. `send`
+/// returning `false`, or `wanted` (asked at least every [`CLIENT_CHECK`] and at every
+/// token) returning `false`, means nobody listens any more: the loop stops, which
+/// drops the stream and so cancels the request, at any stage.
 pub fn run(
     state: &ServerState,
-    stream: RequestStream,
+    mut stream: RequestStream,
     prompt: &Prompt,
     stops: &[String],
+    wanted: &dyn Fn() -> bool,
     send: &mut dyn FnMut(Piece) -> bool,
 ) {
     let inner = &state.inner;
@@ -217,8 +225,17 @@ pub fn run(
     let mut last: Option<Instant> = None;
     let (mut detokenizer, mut generated, mut shown, mut text) =
         (inner.tokenizer.text_stream(), 0, 0, String::new());
-    for event in stream {
+    loop {
+        let event = match stream.poll(CLIENT_CHECK) {
+            Polled::Event(e) => e,
+            Polled::Pending if wanted() => continue,
+            // The client left: returning drops the stream, which cancels the request.
+            Polled::Pending => return,
+            Polled::Ended => break,
+        };
         match event {
+            Event::Alive => {}
+            Event::Token { .. } if !wanted() => return,
             Event::Token { id: t, logprob } => {
                 let now = Instant::now();
                 match last {

@@ -4,6 +4,7 @@
 #![cfg(feature = "server")]
 
 mod access;
+mod cancel;
 mod constrained;
 mod logprobs;
 mod support;
