@@ -63,6 +63,23 @@ pub struct ServeArgs {
     /// (its `Host`, checked on a loopback listener), beside loopback; repeat for more.
     #[arg(long = "allow-origin", value_name = "HOST")]
     pub allow_origins: Vec<String>,
+    /// Cancel a request still queued, prefilling or generating this many seconds
+    /// after it arrived, and answer it 504 (or end its stream with an error event).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub request_timeout: Option<std::time::Duration>,
+}
+
+/// A positive number of seconds.
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let s: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(s > 0.0 && s.is_finite()) {
+        return Err(format!(
+            "`{text}`: the timeout must be a positive number of seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(s))
 }
 
 /// The access policy the flags ask for.
@@ -122,7 +139,11 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         port: a.port,
         body_limit: a.body_limit,
     };
-    runtime.block_on(serve(config, state.with_access(access)))?;
+    let mut state = state.with_access(access);
+    if let Some(t) = a.request_timeout {
+        state = state.with_request_timeout(t);
+    }
+    runtime.block_on(serve(config, state))?;
     Ok(())
 }
 
@@ -227,6 +248,8 @@ mod tests {
             vec!["--api-key", " "],
             vec!["--api-key-file", "/nonexistent/key"],
             vec!["--api-key", "k", "--api-key-file", file],
+            vec!["--request-timeout", "0"],
+            vec!["--request-timeout", "soon"],
         ] {
             assert!(matches!(policy(&bad), Err(CliError::Usage(_))), "{bad:?}");
         }

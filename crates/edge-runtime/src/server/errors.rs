@@ -75,6 +75,7 @@ impl ApiError {
             403 => json!("origin_not_allowed"),
             404 => json!("not_found"),
             405 => json!("method_not_allowed"),
+            504 => json!("request_timeout"),
             _ => Value::Null,
         }
     }

@@ -85,6 +85,8 @@ pub(crate) struct Inner {
     next_request: AtomicU64,
     created: u64,
     access: AccessPolicy,
+    /// The longest a request may run, from its arrival (`None`: no limit).
+    request_timeout: Option<std::time::Duration>,
 }
 
 /// The server's state: the engine handle, tokenizer, chat template and model facts.
@@ -119,6 +121,7 @@ impl ServerState {
                 next_request: AtomicU64::new(1),
                 created: unix_now(),
                 access: AccessPolicy::default(),
+                request_timeout: None,
             }),
         }
     }
@@ -169,6 +172,18 @@ impl ServerState {
         }
     }
 
+    /// The same state with a deadline for every request: one still queued, prefilling
+    /// or generating `timeout` after it arrived is cancelled (its pages and queue slot
+    /// freed) and answered 504, or, once streaming, ends with an error event. Like
+    /// [`ServerState::with_body_limit`], meant for a state not yet shared.
+    pub fn with_request_timeout(self, timeout: std::time::Duration) -> Self {
+        let mut inner = self.into_inner();
+        inner.request_timeout = Some(timeout);
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.
     fn into_inner(self) -> Inner {
         Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
@@ -184,6 +199,7 @@ impl ServerState {
             next_request: AtomicU64::new(1),
             created: a.created,
             access: a.access.clone(),
+            request_timeout: a.request_timeout,
         })
     }
 

@@ -203,6 +203,7 @@ pub fn run(
     send: &mut dyn FnMut(Piece) -> bool,
 ) {
     let inner = &state.inner;
+    let deadline = inner.request_timeout.map(|t| (Instant::now() + t, t));
     // `send_all` and the direct sends below share the one callback.
     let send = std::cell::RefCell::new(send);
     let send = |p: Piece| (send.borrow_mut())(p);
@@ -226,6 +227,19 @@ pub fn run(
     let (mut detokenizer, mut generated, mut shown, mut text) =
         (inner.tokenizer.text_stream(), 0, 0, String::new());
     loop {
+        if let Some((at, limit)) = deadline
+            && Instant::now() >= at
+        {
+            // Returning drops the stream, which cancels the request.
+            send(Piece::Error(ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "the request ran past the server's limit of {:.1} s (--request-timeout)",
+                    limit.as_secs_f64()
+                ),
+            )));
+            return;
+        }
         let event = match stream.poll(CLIENT_CHECK) {
             Polled::Event(e) => e,
             Polled::Pending if wanted() => continue,

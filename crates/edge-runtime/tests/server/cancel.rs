@@ -84,3 +84,30 @@ async fn clients_that_leave_free_their_slot_and_their_prefill() {
         .unwrap();
     assert_eq!(v["status"], "ok", "{v}");
 }
+
+/// With a request timeout, a request that runs past it is cancelled and answered 504,
+/// streamed or not (before its first token no stream has begun); the engine is idle
+/// again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_past_the_timeout_is_cancelled_and_answered_504() {
+    let base = start_with(|s| s.with_request_timeout(Duration::from_millis(800))).await;
+    let client = reqwest::Client::new();
+    let chat = format!("{base}/v1/chat/completions");
+    let long = json!({"messages": [user(&"word ".repeat(8000))], "max_tokens": 8});
+    let (status, v) = post(&client, &chat, long.clone()).await;
+    assert_error(status, &v, 504);
+    assert_eq!(v["error"]["code"], "request_timeout", "{v}");
+    let mut streamed = long;
+    streamed["stream"] = json!(true);
+    let (status, v) = post(&client, &chat, streamed).await;
+    assert_error(status, &v, 504);
+    until(&client, &base, "in_flight", 0, Duration::from_secs(30)).await;
+    // A short request still fits.
+    let (status, v) = post(
+        &client,
+        &chat,
+        json!({"messages": [user("hi")], "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+}
