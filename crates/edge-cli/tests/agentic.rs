@@ -40,9 +40,9 @@ fn ok(o: &Output) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// `edge-llm serve` on a free port with tree speculation.
+/// `edge-llm serve` on a free port with tree speculation, behind an API key.
 fn serve() -> (std::process::Child, String) {
-    support::spawn_serve(&["--spec", "tree"])
+    support::spawn_serve(&["--spec", "tree", "--api-key", "s3cret"])
 }
 
 #[test]
@@ -64,6 +64,8 @@ fn in_process_and_endpoint_replays_agree() {
     let o = bench(&[
         "--endpoint",
         &format!("http://{addr}"),
+        "--api-key",
+        "s3cret",
         "--report",
         remote.to_str().unwrap(),
     ]);

@@ -30,6 +30,8 @@ pub struct Endpoint {
     /// A request has been answered (so a connection failure is a dropped connection,
     /// not an unreachable server).
     answered: bool,
+    /// Sent as `Authorization: Bearer …` when set (a server started with an API key).
+    api_key: Option<String>,
 }
 
 /// How one attempt failed.
@@ -68,7 +70,25 @@ impl Endpoint {
             reconnects: 0,
             closed: false,
             answered: false,
+            api_key: None,
         })
+    }
+
+    /// The same endpoint, sending `key` as a bearer token with every request.
+    pub fn with_api_key(mut self, key: &str) -> Self {
+        self.api_key = Some(key.trim().to_string());
+        self
+    }
+
+    /// `req` with the API key, if there is one.
+    fn authorized(
+        &self,
+        req: reqwest::blocking::RequestBuilder,
+    ) -> reqwest::blocking::RequestBuilder {
+        match &self.api_key {
+            Some(key) => req.bearer_auth(key),
+            None => req,
+        }
     }
 
     /// The chat completions URL.
@@ -78,11 +98,8 @@ impl Endpoint {
 
     /// The first model the server lists at `/v1/models`, if it answers.
     pub fn served_model(&self) -> Option<String> {
-        let res = self
-            .client
-            .get(format!("{}/v1/models", self.base))
-            .send()
-            .ok()?;
+        let req = self.client.get(format!("{}/v1/models", self.base));
+        let res = self.authorized(req).send().ok()?;
         let v: Value = serde_json::from_slice(&res.bytes().ok()?).ok()?;
         v.pointer("/data/0/id")?.as_str().map(str::to_string)
     }
@@ -100,9 +117,9 @@ impl Endpoint {
         session: Option<&str>,
         stream: bool,
     ) -> Result<ChatReply, Failure> {
+        let req = self.client.post(&self.url);
         let mut req = self
-            .client
-            .post(&self.url)
+            .authorized(req)
             .header(header::CONTENT_TYPE, "application/json")
             .body(body.to_vec());
         if stream {
@@ -270,7 +287,9 @@ mod tests {
     fn connection_close_is_a_counted_reconnect() {
         for announce in [true, false] {
             let (base, server) = closing_server(announce);
-            let mut e = Endpoint::new(&format!("{base}/v1")).unwrap();
+            let mut e = Endpoint::new(&format!("{base}/v1"))
+                .unwrap()
+                .with_api_key("k3y");
             let body = json!({"model": "m", "messages": [], "stream": true});
             for _ in 0..2 {
                 let r = e.complete(&body, Some("conv-1")).unwrap();
@@ -285,6 +304,7 @@ mod tests {
                 "{first}"
             );
             assert!(first.contains("x-session-id: conv-1"), "{first}");
+            assert!(first.contains("authorization: bearer k3y"), "{first}");
             assert!(first.contains("accept: text/event-stream"), "{first}");
             assert!(first.contains("\"include_usage\":true"), "{first}");
             if announce {

@@ -24,6 +24,10 @@ pub struct BackendArgs {
     /// the in-process model's name).
     #[arg(long)]
     pub model_name: Option<String>,
+    /// The endpoint's API key, sent as `Authorization: Bearer KEY` (a server started
+    /// with `serve --api-key`).
+    #[arg(long, requires = "endpoint")]
+    pub api_key: Option<String>,
     /// Linear-layer activations of the in-process engine (see `generate`).
     #[arg(long, default_value = "auto")]
     pub act_quant: ActivationMode,
@@ -51,7 +55,10 @@ impl BackendArgs {
     pub fn open(&self) -> Result<OpenBackend, CliError> {
         match &self.endpoint {
             Some(url) => {
-                let e = Endpoint::new(url)?;
+                let mut e = Endpoint::new(url)?;
+                if let Some(key) = &self.api_key {
+                    e = e.with_api_key(key);
+                }
                 let endpoint_url = Some(e.url().to_string());
                 let model = (self.model_name.clone())
                     .or_else(|| e.served_model())
