@@ -37,13 +37,10 @@ use std::time::{Duration, Instant};
 const DEPTH: usize = 4096;
 const CHUNK: usize = 512;
 
-/// bf16 bits of `x`, rounded to nearest even (the values here are finite).
+/// bf16 bits of `x`, rounded to nearest even.
 fn bf16_bits(x: &[f32]) -> Vec<u16> {
     x.iter()
-        .map(|v| {
-            let b = v.to_bits();
-            ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
-        })
+        .map(|&v| half::bf16::from_f32(v).to_bits())
         .collect()
 }
 

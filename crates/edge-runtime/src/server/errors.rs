@@ -112,9 +112,10 @@ fn status_of(e: &RuntimeError) -> StatusCode {
         // A step's failure is never the request's input (admission checked it): the
         // cache running short is capacity, anything else (a device error) ours.
         RuntimeError::Forward(m) => match &**m {
-            edge_model::ModelError::Cache(c) if cache_status(c).is_server_error() => {
-                cache_status(c)
-            }
+            edge_model::ModelError::Cache(
+                edge_kvcache::KvCacheError::OverBudget { .. }
+                | edge_kvcache::KvCacheError::TooManySequences { .. },
+            ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         },
         RuntimeError::Demo(_)
