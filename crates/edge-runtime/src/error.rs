@@ -11,6 +11,19 @@ pub enum RuntimeError {
         /// Requests the queue holds.
         capacity: usize,
     },
+    /// A request whose prompt and `max_new_tokens` need more rows than the cache
+    /// budget holds for one sequence alone: it could never run (unlike one that only
+    /// waits for room beside others).
+    #[error(
+        "the request needs {rows} cache rows (prompt, max_new_tokens and speculation's \
+         lookahead), but the KV cache budget holds at most {max_rows} for one request"
+    )]
+    ExceedsCache {
+        /// Rows the request would need.
+        rows: usize,
+        /// Rows the budget holds for one sequence ([`edge_kvcache::PagedCache::max_rows`]).
+        max_rows: usize,
+    },
     /// The engine has shut down.
     #[error("the engine has shut down")]
     ShutDown,

@@ -31,6 +31,11 @@ pub struct EngineArgs {
     /// Tokens per prefill pass (default 512).
     #[arg(long)]
     pub prefill_chunk: Option<usize>,
+    /// Tokens reserved for a request's decoding when it starts (default 256); past
+    /// them its pages grow as it decodes, and when the cache budget runs short the
+    /// newest request is preempted and later resumes by recomputation.
+    #[arg(long)]
+    pub decode_reserve: Option<usize>,
     /// Keep a prefix snapshot every N prefill chunks (default 0: only at prompt ends
     /// and reuse points).
     #[arg(long)]
@@ -96,6 +101,9 @@ impl EngineArgs {
         }
         if let Some(n) = self.prefill_chunk {
             b = b.prefill_chunk(n);
+        }
+        if let Some(n) = self.decode_reserve {
+            b = b.decode_reserve(n);
         }
         if let Some(n) = self.snapshot_stride {
             b = b.snapshot_stride(n);

@@ -229,6 +229,52 @@ impl<M: CacheMemory> PagedCache<M> {
         Ok(SeqId::new(id))
     }
 
+    /// Whether [`PagedCache::new_sequence`] with `reserve_rows` would succeed now (a
+    /// state slot free under the sequence limit, and the reservation beside what live
+    /// sequences pin); a scheduler asks before it commits to a request.
+    pub fn can_start(&self, reserve_rows: usize) -> bool {
+        let under_limit = self
+            .config
+            .max_sequences
+            .is_none_or(|max| self.slots.live() < max);
+        under_limit && self.pinned() + self.sequence_bytes(reserve_rows) <= self.config.budget_bytes
+    }
+
+    /// The most rows one sequence can ever hold: the budget with nothing else live
+    /// (0 when it cannot hold one block beside a state slot and a copy-on-write page).
+    pub fn max_rows(&self) -> usize {
+        let bb = self.spec.block_bytes();
+        let pages = self
+            .config
+            .budget_bytes
+            .saturating_sub(self.spec.state_bytes())
+            / bb;
+        pages.saturating_sub(1) * self.spec.block_size
+    }
+
+    /// Raises a live sequence's reservation to `rows` rows (a reservation never
+    /// shrinks): writes up to that many rows then never fail for lack of room. This
+    /// is how a sequence admitted with a short reservation grows as it decodes.
+    ///
+    /// Errors with [`KvCacheError::OverBudget`] (changing nothing) when the budget
+    /// cannot hold the larger reservation beside what the other live sequences pin:
+    /// the caller may free a sequence (preempt it) and ask again.
+    pub fn reserve(&mut self, seq: SeqId, rows: usize) -> Result<()> {
+        let bb = self.spec.block_bytes();
+        let target = self.spec.blocks_for(rows) + 1;
+        let s = self.seq(seq)?;
+        let held = s.pages.len().max(s.reserved_blocks);
+        if target <= held {
+            return Ok(());
+        }
+        let needed = (target - held) * bb;
+        if self.pinned() + needed > self.config.budget_bytes {
+            return Err(self.over_budget(needed));
+        }
+        self.seq_mut(seq)?.reserved_blocks = target;
+        Ok(())
+    }
+
     /// Ends a sequence: its pages lose a reference and its state slot is freed.
     pub fn release(&mut self, seq: SeqId) -> Result<()> {
         self.seq(seq)?;

@@ -45,6 +45,13 @@ pub type EventSink = Box<dyn FnMut(Event) -> bool + Send>;
 
 /// The prefill still to run: the remaining passes of the plan.
 pub(crate) struct Prefill {
+    /// The tokens this prefill puts in the cache: the prompt, or after a preemption the
+    /// prompt and the tokens generated before it (all but the last, chosen and not yet
+    /// run).
+    pub tokens: Vec<u32>,
+    /// After a preemption: the chosen token that decoding resumes with (the prefill's
+    /// logits are not sampled again).
+    pub resume: Option<u32>,
     pub plan: PrefillPlan,
     /// `(from, to, snapshot at to)`, in order.
     pub passes: std::collections::VecDeque<(usize, usize, bool)>,
@@ -57,6 +64,9 @@ pub(crate) struct Prefill {
 
 /// A request's phase.
 pub(crate) enum Phase {
+    /// Checked and waiting for room in the cache (new, or preempted): it holds no
+    /// sequence.
+    Waiting,
     Prefill(Prefill),
     Decode {
         /// The last chosen token, not yet run.
@@ -69,7 +79,8 @@ pub(crate) enum Phase {
 pub(crate) struct Active<B: Backend> {
     pub id: RequestId,
     pub req: GenerateRequest,
-    pub seq: SeqId,
+    /// Its cache sequence, while placed (`None` while waiting).
+    pub seq: Option<SeqId>,
     pub sampler: Sampler,
     pub out: GenerateOutput,
     pub phase: Phase,
@@ -87,6 +98,14 @@ pub(crate) struct Active<B: Backend> {
 }
 
 impl<B: Backend> Active<B> {
+    /// Its cache sequence; a request in a step always has one (an `Internal` error
+    /// otherwise).
+    pub fn sequence(&self) -> Result<SeqId, RuntimeError> {
+        self.seq.ok_or_else(|| {
+            RuntimeError::Internal(format!("request {} runs without a sequence", self.id.0))
+        })
+    }
+
     /// Ends the request with `reason` (the phase becomes `Done`).
     pub fn end(&mut self, reason: StopReason) {
         self.out.stop = reason;

@@ -130,6 +130,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Tokens reserved for a request's decoding when it is placed
+    /// ([`EngineConfig::decode_reserve`]; 256 by default).
+    pub fn decode_reserve(mut self, tokens: usize) -> Self {
+        self.config.decode_reserve = tokens;
+        self
+    }
+
     /// A prefix snapshot every this many prefill chunks (0: only at reuse points and
     /// prompt ends).
     pub fn snapshot_stride(mut self, chunks: usize) -> Self {

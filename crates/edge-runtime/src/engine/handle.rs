@@ -3,8 +3,9 @@
 //! dropping the stream cancels the request and frees its pages.
 
 use super::Engine;
-use super::active::{Event, EventSink, RequestId};
+use super::active::{Event, EventSink};
 use super::request::{EngineStats, GenerateRequest};
+use super::schedule::PROBE_INTERVAL;
 use crate::{Result, RuntimeError};
 use edge_kvcache::CacheUsage;
 use edge_model::Backend;
@@ -28,15 +29,14 @@ enum Control {
 /// How long an idle engine thread waits on its queue before looking at its controls.
 const IDLE_POLL: Duration = Duration::from_millis(5);
 
-/// How often the engine thread asks whether the callers of queued requests are still
-/// there ([`Event::Alive`]), so a queue slot comes back soon after its caller leaves.
-const QUEUE_PROBE: Duration = Duration::from_millis(100);
-
 /// A snapshot of a running engine (for health checks and metrics).
 #[derive(Clone, Debug)]
 pub struct EngineStatus {
-    /// Requests decoding or prefilling.
+    /// Requests decoding, prefilling, or waiting inside the engine for room in the
+    /// cache.
     pub in_flight: usize,
+    /// Of those, the ones waiting for room (preempted, or placed next).
+    pub waiting: usize,
     /// Totals over the requests served.
     pub stats: EngineStats,
     /// The cache's bytes and pages by kind.
@@ -50,6 +50,8 @@ pub struct EngineHandle {
     commands: Sender<Submission>,
     control: mpsc::Sender<Control>,
     capacity: usize,
+    /// [`Engine::max_request_tokens`] of the engine.
+    max_request_tokens: usize,
     /// Requests submitted and not yet admitted (in the channel or the thread's queue).
     queued: Arc<AtomicUsize>,
     thread: Option<JoinHandle<()>>,
@@ -118,6 +120,7 @@ impl EngineHandle {
         Engine<B>: Send,
     {
         let capacity = queue.max(1);
+        let max_request_tokens = engine.max_request_tokens();
         let (commands, inbox) = mpsc::channel();
         let (control, controls) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
@@ -135,6 +138,7 @@ impl EngineHandle {
             commands,
             control,
             capacity,
+            max_request_tokens,
             queued,
             thread: Some(thread),
         })
@@ -168,6 +172,12 @@ impl EngineHandle {
 }
 
 impl EngineHandle {
+    /// The most tokens (prompt and generated) one request can hold
+    /// ([`Engine::max_request_tokens`]).
+    pub fn max_request_tokens(&self) -> usize {
+        self.max_request_tokens
+    }
+
     /// Requests submitted and not yet admitted (of at most the queue's capacity).
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
@@ -225,9 +235,9 @@ impl Waiting {
         Some(s)
     }
 
-    /// Drops the queued requests whose callers left (at most every [`QUEUE_PROBE`]).
+    /// Drops the queued requests whose callers left (at most every [`PROBE_INTERVAL`]).
     fn probe(&mut self) {
-        if self.probed.elapsed() < QUEUE_PROBE || self.queue.is_empty() {
+        if self.probed.elapsed() < PROBE_INTERVAL || self.queue.is_empty() {
             return;
         }
         self.probed = Instant::now();
@@ -248,6 +258,7 @@ fn run<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting, controls: Receiv
                 Control::Status(reply) => {
                     let _ = reply.send(EngineStatus {
                         in_flight: engine.in_flight(),
+                        waiting: engine.waiting(),
                         stats: engine.stats(),
                         cache: engine.cache().usage(),
                         refcounts_ok: engine.cache().verify_refcounts().is_ok(),
@@ -280,10 +291,7 @@ fn run<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting, controls: Receiv
 
 /// Cancels what is in flight and refuses what is queued.
 fn shut_down<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting) {
-    let ids: Vec<RequestId> = engine.active.iter().map(|a| a.id).collect();
-    for id in ids {
-        engine.cancel(id);
-    }
+    engine.cancel_all();
     waiting.gather(None);
     while let Some(Submission(_, events)) = waiting.pop() {
         let _ = events.send(Event::Finished(Err(RuntimeError::ShutDown)));

@@ -12,6 +12,7 @@ mod builder;
 pub mod handle;
 mod plan;
 mod request;
+mod schedule;
 mod step;
 
 pub use active::{Event, EventSink, RequestId};
@@ -68,6 +69,13 @@ pub struct EngineConfig {
     pub cache: CacheConfig,
     /// Tokens per prefill pass (passes are cut at its multiples).
     pub prefill_chunk: usize,
+    /// Tokens reserved for a request's decoding when it is placed in the cache (or
+    /// fewer when its `max_new_tokens` is smaller); past them its pages grow as it
+    /// decodes. When the budget cannot hold a running request's next rows, the newest
+    /// request is preempted: its pages go back, and it waits to resume by recomputing
+    /// its prompt and the tokens it had generated (from cached snapshots where it
+    /// can). Larger values preempt less and admit fewer requests at once.
+    pub decode_reserve: usize,
     /// A snapshot every this many prefill chunks (0: only at reuse points and prompt
     /// ends).
     pub snapshot_stride: usize,
@@ -80,13 +88,14 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     /// 8 sequences in flight, the cache's defaults (f32 pages of 32 tokens, 4 GiB, prefix
-    /// reuse on), 512-token prefill chunks, no stride snapshots, exact reuse, no
-    /// speculation.
+    /// reuse on), 512-token prefill chunks, 256 tokens reserved for decoding, no stride
+    /// snapshots, exact reuse, no speculation.
     fn default() -> Self {
         EngineConfig {
             max_sequences: 8,
             cache: CacheConfig::default(),
             prefill_chunk: 512,
+            decode_reserve: 256,
             snapshot_stride: 0,
             reuse: ReusePolicy::Exact,
             speculation: None,
@@ -101,7 +110,13 @@ pub struct Engine<B: Backend> {
     cache: PagedCache<B::Memory>,
     config: EngineConfig,
     stats: EngineStats,
+    /// Requests placed in the cache, in submission order.
     active: Vec<Active<B>>,
+    /// Requests checked and waiting for room (new ones, preempted ones), in submission
+    /// order: they are placed oldest first.
+    waiting: std::collections::VecDeque<Active<B>>,
+    /// When the waiting requests' callers were last asked whether they are there.
+    probed: std::time::Instant,
     next_id: u64,
 }
 
@@ -110,7 +125,8 @@ impl<B: Backend> std::fmt::Debug for Engine<B> {
         f.debug_struct("Engine")
             .field("config", &self.config)
             .field("stats", &self.stats)
-            .field("in_flight", &self.active.len())
+            .field("running", &self.active.len())
+            .field("waiting", &self.waiting.len())
             .finish()
     }
 }
@@ -153,6 +169,8 @@ impl<B: Backend> Engine<B> {
             config,
             stats: EngineStats::default(),
             active: Vec::new(),
+            waiting: Default::default(),
+            probed: std::time::Instant::now(),
             next_id: 0,
         })
     }
@@ -187,14 +205,32 @@ impl<B: Backend> Engine<B> {
         self.cache.clear_prefixes();
     }
 
-    /// Requests in flight.
+    /// Requests submitted and not finished: running, or waiting for room in the cache.
     pub fn in_flight(&self) -> usize {
-        self.active.len()
+        self.active.len() + self.waiting.len()
     }
 
-    /// Whether another request can start now.
+    /// Requests submitted and waiting for room in the cache (new ones, or preempted
+    /// ones that will resume).
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether a request submitted now would be placed at once: fewer than
+    /// `max_sequences` running and none waiting for room. An [`handle::EngineHandle`]
+    /// keeps later requests in its own queue until then.
     pub fn has_room(&self) -> bool {
-        self.active.len() < self.config.max_sequences
+        self.waiting.is_empty() && self.active.len() < self.config.max_sequences
+    }
+
+    /// The most tokens (prompt and generated) one request can hold: the model's
+    /// context, or fewer when the cache budget holds fewer rows for one sequence.
+    /// A request asking for more is an [`RuntimeError::ExceedsCache`] error; a caller
+    /// with no limit of its own (an API request without `max_tokens`) asks for this.
+    pub fn max_request_tokens(&self) -> usize {
+        let ctx = self.model.config().max_position_embeddings;
+        let lookahead = self.lookahead(true);
+        ctx.min(self.cache.max_rows().saturating_sub(lookahead))
     }
 
     /// Runs one request to completion (the only one in flight: call it on an idle
@@ -212,7 +248,7 @@ impl<B: Backend> Engine<B> {
             true
         });
         let id = self.submit(req.clone(), Some(sink))?;
-        while self.active.iter().any(|a| a.id == id) {
+        while self.holds(id) {
             self.step();
         }
         let finished = result.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -223,17 +259,29 @@ impl<B: Backend> Engine<B> {
         })
     }
 
-    /// Starts a request: checks it, reserves its rows in the cache and restores its
-    /// longest usable cached prefix. Its events go to `sink` as steps run. Errors (a
-    /// malformed request, one the cache budget cannot hold) come back here, before any
-    /// work, and send no event.
+    /// Starts a request: checks it, then places it in the cache (its rows reserved,
+    /// its longest usable cached prefix restored) when there is room, or leaves it
+    /// waiting for room, placed by a later step. Its events go to `sink` as steps run.
+    /// Input errors (a malformed request, one the whole cache budget could never
+    /// hold) come back here, before any work, and send no event.
     pub fn submit(&mut self, req: GenerateRequest, sink: Option<EventSink>) -> Result<RequestId> {
         let id = RequestId(self.next_id);
         self.next_id += 1;
-        let active = self.admit(id, req, sink)?;
-        self.active.push(active);
-        self.finish_done();
+        let mut request = self.check(id, req, sink)?;
+        if request.req.max_new_tokens == 0 {
+            request.end(StopReason::Length);
+            self.finish(request, Ok(()));
+        } else {
+            self.waiting.push_back(request);
+            self.place_waiting();
+        }
         Ok(id)
+    }
+
+    /// Whether request `id` is in flight (running or waiting).
+    fn holds(&self, id: RequestId) -> bool {
+        let mut all = self.active.iter().chain(&self.waiting);
+        all.any(|a| a.id == id)
     }
 
     /// Cancels a request in flight: it ends with [`StopReason::Cancelled`] and its
@@ -242,7 +290,25 @@ impl<B: Backend> Engine<B> {
         if let Some(a) = self.active.iter_mut().find(|a| a.id == id) {
             a.end(StopReason::Cancelled);
         }
+        if let Some(at) = self.waiting.iter().position(|a| a.id == id) {
+            let mut a = self.waiting.remove(at).expect("position is in range");
+            a.end(StopReason::Cancelled);
+            self.finish(a, Ok(()));
+        }
         self.finish_done();
+    }
+
+    /// Cancels every request in flight (running and waiting).
+    pub fn cancel_all(&mut self) {
+        let ids: Vec<RequestId> = self
+            .active
+            .iter()
+            .chain(&self.waiting)
+            .map(|a| a.id)
+            .collect();
+        for id in ids {
+            self.cancel(id);
+        }
     }
 
     /// Releases the requests that are done and sends their results.
@@ -261,14 +327,11 @@ impl<B: Backend> Engine<B> {
 
     /// Ends `a`: frees what it holds, updates the totals and sends its result.
     fn finish(&mut self, mut a: Active<B>, status: Result<()>) {
-        if let Some(s) = a.speculator.as_mut() {
-            s.finish(&mut self.backend);
-            a.out.speculation = Some(s.stats());
-        }
+        self.stop_speculating(&mut a);
         if let Some(t) = a.decode_start {
             a.out.decode_ms = t.elapsed().as_secs_f64() * 1e3;
         }
-        let released = self.cache.release(a.seq);
+        let released = a.seq.take().map_or(Ok(()), |seq| self.cache.release(seq));
         let result = status
             .and_then(|()| released.map_err(RuntimeError::from))
             .map(|()| std::mem::replace(&mut a.out, empty_output(0)));
@@ -279,6 +342,18 @@ impl<B: Backend> Engine<B> {
             self.stats.generated_tokens += out.tokens.len() as u64;
         }
         a.send(Event::Finished(result));
+    }
+}
+
+impl<B: Backend> Engine<B> {
+    /// Ends `a`'s speculator (freeing its device buffers), adding its counters to the
+    /// request's.
+    fn stop_speculating(&mut self, a: &mut Active<B>) {
+        if let Some(mut s) = a.speculator.take() {
+            s.finish(&mut self.backend);
+            let stats = a.out.speculation.get_or_insert_with(Default::default);
+            stats.merge(&s.stats());
+        }
     }
 }
 

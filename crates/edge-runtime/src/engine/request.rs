@@ -110,6 +110,9 @@ pub struct EngineStats {
     pub cached_tokens: u64,
     /// Tokens generated.
     pub generated_tokens: u64,
+    /// Times a running request gave its pages back for another to grow, to resume
+    /// later by recomputing its tokens (see [`crate::engine::EngineConfig::decode_reserve`]).
+    pub preemptions: u64,
 }
 
 impl EngineStats {

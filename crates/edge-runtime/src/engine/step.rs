@@ -37,20 +37,21 @@ impl<B: Backend> Engine<B> {
     /// there was anything to run. Requests that end (a stop, the token limit, the
     /// context, a cancellation, an error) are released.
     pub fn step(&mut self) -> bool {
-        if self.active.is_empty() {
+        if self.active.is_empty() && self.waiting.is_empty() {
             return false;
         }
+        self.schedule();
         let model = self.model.clone();
         // Prompts restored whole from the cache decode without a prefill pass.
         for i in 0..self.active.len() {
             if let Phase::Prefill(p) = &mut self.active[i].phase
                 && p.passes.is_empty()
             {
-                let logits = p.logits.take();
-                let hidden = p.carry.take();
-                match logits {
-                    Some(l) => self.start_decode(&model, i, &l, hidden),
-                    None => self.active[i].fail(RuntimeError::Internal(
+                let (logits, hidden, resume) = (p.logits.take(), p.carry.take(), p.resume);
+                match (resume, logits) {
+                    (Some(token), _) => self.resume_decode(&model, i, token, hidden),
+                    (None, Some(l)) => self.start_decode(&model, i, &l, hidden),
+                    (None, None) => self.active[i].fail(RuntimeError::Internal(
                         "the prompt produced no logits".into(),
                     )),
                 }
@@ -76,15 +77,18 @@ impl<B: Backend> Engine<B> {
             let a = &self.active[i];
             if let (Phase::Decode { token }, None) = (&a.phase, &a.speculator) {
                 let token = *token;
-                match self.cache.sequence(a.seq) {
-                    Ok(view) => {
+                let view = a
+                    .sequence()
+                    .and_then(|seq| Ok((seq, self.cache.sequence(seq)?.len)));
+                match view {
+                    Ok((seq, len)) => {
                         let rows = a.row_needed();
-                        batch.push(a.seq, &[token], view.len, rows);
+                        batch.push(seq, &[token], len, rows);
                         roles.push((i, Role::Decode(rows)));
                     }
                     // A sequence the cache no longer knows cannot go on; it ends here
                     // instead of waiting forever.
-                    Err(e) => self.active[i].fail(e.into()),
+                    Err(e) => self.active[i].fail(e),
                 }
             }
         }
@@ -92,17 +96,19 @@ impl<B: Backend> Engine<B> {
             .active
             .iter()
             .enumerate()
-            .find_map(|(i, a)| match &a.phase {
-                Phase::Prefill(p) => p.passes.front().map(|&pass| (i, pass)),
+            .find_map(|(i, a)| match (&a.phase, a.seq) {
+                (Phase::Prefill(p), Some(seq)) => p.passes.front().map(|&pass| (i, seq, pass)),
                 _ => None,
             });
-        if let Some((i, (from, to, snapshot))) = prefill {
-            let a = &self.active[i];
-            let rows = match to == a.req.prompt.len() {
+        if let Some((i, seq, (from, to, snapshot))) = prefill {
+            let Phase::Prefill(p) = &self.active[i].phase else {
+                unreachable!("found prefilling above");
+            };
+            let rows = match to == p.tokens.len() {
                 true => LogitRows::Last,
                 false => LogitRows::None,
             };
-            batch.push(a.seq, &a.req.prompt[from..to], from, rows);
+            batch.push(seq, &p.tokens[from..to], from, rows);
             roles.push((i, Role::Prefill(from, to, snapshot)));
         }
         if batch.is_empty() {
@@ -149,7 +155,10 @@ impl<B: Backend> Engine<B> {
                     self.decoded(model, i, DecodeRow::Logits(row));
                 }
                 Role::Prefill(from, to, snapshot) => {
-                    let last = to == self.active[i].req.prompt.len();
+                    let last = match &self.active[i].phase {
+                        Phase::Prefill(p) => to == p.tokens.len(),
+                        _ => false,
+                    };
                     let logits = last.then(|| logits[logit_row * vocab..][..vocab].to_vec());
                     let h = model.config().hidden_size;
                     let span_hidden = (hidden.as_deref())
@@ -175,7 +184,8 @@ impl<B: Backend> Engine<B> {
     /// records it.
     fn decoded(&mut self, model: &Qwen35Model<B>, i: usize, row: DecodeRow<'_>) {
         let ctx = model.config().max_position_embeddings;
-        let position = self.cache.sequence(self.active[i].seq).map(|v| v.len);
+        let position =
+            (self.active[i].sequence()).and_then(|seq| Ok(self.cache.sequence(seq)?.len));
         let a = &mut self.active[i];
         let missing =
             || RuntimeError::Internal("the forward pass returned too few reduced rows".into());
@@ -189,8 +199,7 @@ impl<B: Backend> Engine<B> {
         };
         let token = match (chosen, position) {
             (Ok(t), Ok(p)) => (t, p),
-            (Err(e), _) => return a.fail(e),
-            (_, Err(e)) => return a.fail(e.into()),
+            (Err(e), _) | (_, Err(e)) => return a.fail(e),
         };
         match a.push_token(token.0, logits, Some(token.1), ctx) {
             Some(reason) => a.end(reason),
@@ -209,20 +218,20 @@ impl<B: Backend> Engine<B> {
         hidden: Option<&[f32]>,
     ) -> Result<()> {
         let h = model.config().hidden_size;
-        let (seq, len) = (self.active[i].seq, self.active[i].req.prompt.len());
+        let seq = self.active[i].sequence()?;
         let Phase::Prefill(p) = &mut self.active[i].phase else {
             return Ok(());
         };
         p.passes.pop_front();
+        let (len, resume) = (p.tokens.len(), p.resume);
         let mut carry = p.carry.take();
         let tag = p.plan.tag(to).unwrap_or_default();
         if let Some(hidden) = hidden {
-            let prompt = &self.active[i].req.prompt;
             mtp_rows(
                 model,
                 &mut self.backend,
                 &mut self.cache,
-                (seq, prompt),
+                (seq, &p.tokens),
                 (from, to),
                 carry.as_deref(),
                 hidden,
@@ -230,21 +239,24 @@ impl<B: Backend> Engine<B> {
             carry = Some(hidden[(to - from - 1) * h..].to_vec());
         }
         if snapshot {
-            let prompt = &self.active[i].req.prompt;
             let data = SnapshotData {
                 logits: logits.clone().filter(|_| to == len),
                 hidden: carry.clone(),
                 tag,
             };
-            self.cache.insert_snapshot(seq, &prompt[..to], data)?;
+            self.cache.insert_snapshot(seq, &p.tokens[..to], data)?;
         }
-        if let Phase::Prefill(p) = &mut self.active[i].phase {
-            p.carry = carry.clone();
-        }
+        p.carry = carry.clone();
         if to == len {
-            let logits = logits
-                .ok_or_else(|| RuntimeError::Internal("the prompt produced no logits".into()))?;
-            self.start_decode(model, i, &logits, carry);
+            match resume {
+                Some(token) => self.resume_decode(model, i, token, carry),
+                None => {
+                    let logits = logits.ok_or_else(|| {
+                        RuntimeError::Internal("the prompt produced no logits".into())
+                    })?;
+                    self.start_decode(model, i, &logits, carry);
+                }
+            }
         }
         Ok(())
     }
@@ -287,6 +299,38 @@ impl<B: Backend> Engine<B> {
         }
     }
 
+    /// A preempted request's tokens are back in the cache: decoding goes on with the
+    /// token it had chosen (already sent), speculating again from the last hidden
+    /// state when it did before.
+    fn resume_decode(
+        &mut self,
+        model: &Qwen35Model<B>,
+        i: usize,
+        token: u32,
+        hidden: Option<Vec<f32>>,
+    ) {
+        let a = &mut self.active[i];
+        let len = match &a.phase {
+            Phase::Prefill(p) => p.tokens.len(),
+            _ => return,
+        };
+        a.phase = Phase::Decode { token };
+        a.speculator = match (self.config.speculation, hidden) {
+            (Some(cfg), Some(hidden)) if a.speculate => {
+                let started = Speculator::new(model, cfg).map_err(RuntimeError::from);
+                let row = self.backend.upload(&hidden).map_err(RuntimeError::from);
+                match started.and_then(|s| Ok((s, row?))) {
+                    Ok((mut s, row)) => {
+                        s.start(row, token, len - 1);
+                        Some(s)
+                    }
+                    Err(e) => return a.fail(e),
+                }
+            }
+            _ => None,
+        };
+    }
+
     /// One speculative step of request `i`: draft, verify, commit, emit.
     fn speculative_step(&mut self, model: &Qwen35Model<B>, i: usize) {
         let ctx = model.config().max_position_embeddings;
@@ -310,8 +354,13 @@ impl<B: Backend> Engine<B> {
         });
         let filter = filter.as_mut().map(|f| f as &mut dyn RowFilter);
         let sampler = &mut a.sampler;
+        let Some(seq) = a.seq else {
+            return a.fail(RuntimeError::Internal(
+                "a decoding request has no sequence".into(),
+            ));
+        };
         let emitted =
-            match s.step_filtered(model, backend, cache, a.seq, *token, limit, sampler, filter) {
+            match s.step_filtered(model, backend, cache, seq, *token, limit, sampler, filter) {
                 Ok(e) => e,
                 Err(e) => return a.fail(e.into()),
             };
@@ -326,7 +375,7 @@ impl<B: Backend> Engine<B> {
                 return a.end(reason);
             }
         }
-        let position = cache.sequence(a.seq).map(|v| v.len).ok();
+        let position = cache.sequence(seq).map(|v| v.len).ok();
         if let Some(reason) = a.push_token(last, None, position, ctx) {
             a.end(reason);
         }

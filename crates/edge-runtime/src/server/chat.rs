@@ -442,7 +442,9 @@ pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
 }
 
 /// The prompt (from the field `prompt_field`) must leave room in the context, and the
-/// requested tokens must fit after it: a 400, not a silently shorter reply.
+/// requested tokens must fit after it: a 400, not a silently shorter reply. The limit
+/// is the model's context, or what the KV cache budget holds for one request when
+/// that is less.
 fn check_context(
     state: &ServerState,
     body: &Map<String, Value>,
@@ -450,23 +452,25 @@ fn check_context(
     prompt_field: &str,
 ) -> Result<(), ApiError> {
     let context = state.inner.context_len;
-    if prompt_len >= context {
+    let limit = state.request_limit();
+    let window = match limit < context {
+        true => format!("the server's KV cache holds at most {limit} tokens per request"),
+        false => format!("the model's context window is {context} tokens"),
+    };
+    if prompt_len >= limit {
         return Err(ApiError::bad_request(
-            format!(
-                "the prompt has {prompt_len} tokens, which leaves no room in the model's \
-                 context window of {context} tokens"
-            ),
+            format!("the prompt has {prompt_len} tokens, which leaves no room: {window}"),
             Some(prompt_field),
         ));
     }
     if let Some((wanted, key)) = max_tokens(body)?
-        && wanted > (context - prompt_len) as u64
+        && wanted > (limit - prompt_len) as u64
     {
         return Err(ApiError::bad_request(
             format!(
-                "{key} = {wanted} does not fit: the prompt has {prompt_len} tokens and the \
-                 model's context window is {context}, which leaves {}",
-                context - prompt_len
+                "{key} = {wanted} does not fit: the prompt has {prompt_len} tokens and \
+                 {window}, which leaves {}",
+                limit - prompt_len
             ),
             Some(key),
         ));

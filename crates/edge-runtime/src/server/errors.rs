@@ -97,6 +97,7 @@ impl ApiError {
 fn status_of(e: &RuntimeError) -> StatusCode {
     match e {
         RuntimeError::InvalidRequest(_)
+        | RuntimeError::ExceedsCache { .. }
         | RuntimeError::Template(_)
         | RuntimeError::Tokenizer(_) => StatusCode::BAD_REQUEST,
         RuntimeError::QueueFull { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -121,7 +121,9 @@ pub async fn health(State(state): State<ServerState>) -> Result<Json<Value>, Api
     Ok(Json(json!({
         "status": if s.refcounts_ok { "ok" } else { "degraded" },
         "in_flight": s.in_flight,
+        "waiting": s.waiting,
         "queued": state.inner.handle.queued(),
+        "preemptions": s.stats.preemptions,
         "sequences": s.cache.sequences,
         "refcounts_ok": s.refcounts_ok,
         "requests": s.stats.requests,

@@ -154,8 +154,13 @@ impl Metrics {
         if let Some(s) = status {
             let _ = writeln!(
                 out,
-                "# HELP edge_in_flight Requests prefilling or decoding.\n# TYPE edge_in_flight gauge\nedge_in_flight {}",
+                "# HELP edge_in_flight Requests prefilling, decoding or waiting in the engine for cache room.\n# TYPE edge_in_flight gauge\nedge_in_flight {}",
                 s.in_flight
+            );
+            let _ = writeln!(
+                out,
+                "# HELP edge_waiting Requests waiting in the engine for cache room (new or preempted).\n# TYPE edge_waiting gauge\nedge_waiting {}",
+                s.waiting
             );
             let counters = [
                 (
@@ -177,6 +182,11 @@ impl Metrics {
                     "edge_engine_requests_total",
                     "Requests the engine finished.",
                     s.stats.requests,
+                ),
+                (
+                    "edge_preemptions_total",
+                    "Times a running request gave its pages back for another to grow (it resumes by recomputation).",
+                    s.stats.preemptions,
                 ),
             ];
             for (name, help, v) in counters {

@@ -208,6 +208,12 @@ impl ServerState {
         &self.inner.handle
     }
 
+    /// The most tokens (prompt and generated) one request can hold: the model's
+    /// context, or less when the KV cache budget holds less for one request.
+    fn request_limit(&self) -> usize {
+        (self.inner.context_len).min(self.inner.handle.max_request_tokens())
+    }
+
     /// The model name the API reports.
     pub fn model_name(&self) -> &str {
         &self.inner.model_name

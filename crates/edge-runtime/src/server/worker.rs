@@ -81,7 +81,9 @@ pub fn submit(
     params: &GenParams,
 ) -> Result<RequestStream, ApiError> {
     let inner = &state.inner;
-    let remaining = inner.context_len.saturating_sub(prompt.ids.len());
+    // Without `max_tokens` a request runs to the context (or what the cache holds for
+    // one request) or a stop: its pages grow as it decodes.
+    let remaining = state.request_limit().saturating_sub(prompt.ids.len());
     let max_new_tokens = params.max_tokens.unwrap_or(remaining).min(remaining);
     let tool_constraint = match (&inner.tool_vocab, &prompt.tools) {
         (Some(vocab), Some(tools)) => {

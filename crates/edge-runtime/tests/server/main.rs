@@ -4,6 +4,7 @@
 #![cfg(feature = "server")]
 
 mod access;
+mod admission;
 mod cancel;
 mod constrained;
 mod logprobs;

@@ -22,6 +22,18 @@ pub async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -
     serve(state(queue, max_sequences, context)).await
 }
 
+/// A server on the demo model whose engine runs under `config`; returns its base URL.
+pub async fn start_engine(queue: usize, config: EngineConfig) -> String {
+    serve(state_with(queue, config, None)).await
+}
+
+/// The demo model's cache spec under `cache` (to size budgets in pages).
+pub fn demo_cache_spec(cache: &edge_kvcache::CacheConfig) -> edge_kvcache::CacheSpec {
+    Qwen35Model::load(&demo_dir(), ActivationMode::None)
+        .unwrap()
+        .cache_spec(cache)
+}
+
 /// A server on the demo model whose state `f` adjusts; returns its base URL.
 pub async fn start_with(f: impl FnOnce(ServerState) -> ServerState) -> String {
     serve(f(state(16, 4, None))).await
@@ -41,6 +53,15 @@ async fn serve(state: ServerState) -> String {
 
 /// The state of a server on the demo model.
 fn state(queue: usize, max_sequences: usize, context: Option<usize>) -> ServerState {
+    let config = EngineConfig {
+        max_sequences,
+        ..EngineConfig::default()
+    };
+    state_with(queue, config, context)
+}
+
+/// The state of a server on the demo model whose engine runs under `config`.
+fn state_with(queue: usize, config: EngineConfig, context: Option<usize>) -> ServerState {
     let dir = demo_dir();
     let model = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
     let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
@@ -50,10 +71,6 @@ fn state(queue: usize, max_sequences: usize, context: Option<usize>) -> ServerSt
     .unwrap();
     let eos = model.config().eos_token_ids.clone();
     let context = context.unwrap_or(model.config().max_position_embeddings);
-    let config = EngineConfig {
-        max_sequences,
-        ..EngineConfig::default()
-    };
     let engine = Engine::new(Arc::new(model), config).unwrap();
     let handle = Arc::new(EngineHandle::spawn(engine, queue).unwrap());
     ServerState::new(

@@ -1,0 +1,108 @@
+//! Admission by pages over HTTP: requests without `max_tokens` are not refused for the
+//! context they might use, and a budget too small for every request at once makes
+//! some wait and some be preempted, but every one completes.
+
+use super::support::*;
+use edge_kvcache::CacheConfig;
+use edge_runtime::EngineConfig;
+use serde_json::{Value, json};
+
+/// Posts `n` chat requests at once; their statuses and bodies.
+async fn concurrent(base: &str, n: usize, body: impl Fn(usize) -> Value) -> Vec<(u16, Value)> {
+    let url = format!("{base}/v1/chat/completions");
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (url, body) = (url.clone(), body(i));
+            tokio::spawn(async move { post(&reqwest::Client::new(), &url, body).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+async fn health(base: &str) -> Value {
+    (reqwest::get(format!("{base}/health")).await.unwrap())
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Eight requests without `max_tokens` on the default 4 GiB budget, where reserving
+/// each one's whole 262K-token context up front would have held the 4th back with a
+/// 400: all eight run and end with a stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_open_ended_requests_on_the_default_budget_all_complete() {
+    let base = start(16, 8, None).await;
+    let replies = concurrent(
+        &base,
+        8,
+        |i| json!({"messages": [user(&format!("Say hello to friend number {i}."))]}),
+    )
+    .await;
+    for (status, v) in &replies {
+        assert_eq!(*status, 200, "{v}");
+        let finish = &v["choices"][0]["finish_reason"];
+        assert!(finish == "stop" || finish == "tool_calls", "{v}");
+    }
+    let h = health(&base).await;
+    assert_eq!(
+        (h["in_flight"].as_u64(), h["sequences"].as_u64()),
+        (Some(0), Some(0)),
+        "{h}"
+    );
+}
+
+/// A budget of 16 pages and 4 state slots, and eight requests of 108 prompt tokens and
+/// up to 160 new ones (10 pages each), placed with 8 tokens reserved for decoding (5
+/// pages): three are placed, the rest wait, and any two long ones running together
+/// cannot both grow, so the newer is preempted and resumes. Every request is answered 200
+/// with its full length, `/metrics` counts the preemptions, and every page comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_short_budget_preempts_and_every_request_completes() {
+    let mut cache = CacheConfig::default();
+    let spec = demo_cache_spec(&cache);
+    cache.budget_bytes = 16 * spec.block_bytes() + 4 * spec.state_bytes();
+    let config = EngineConfig {
+        max_sequences: 4,
+        cache,
+        decode_reserve: 8,
+        ..EngineConfig::default()
+    };
+    let base = start_engine(16, config).await;
+    let replies = concurrent(&base, 8, |i| {
+        let text = format!("{i} {}", "the cat sat on the mat and ".repeat(3));
+        json!({"messages": [user(&text)], "max_tokens": 160, "temperature": 0})
+    })
+    .await;
+    for (status, v) in &replies {
+        assert_eq!(*status, 200, "{v}");
+    }
+    let h = health(&base).await;
+    assert!(h["preemptions"].as_u64().unwrap() > 0, "{h}");
+    assert_eq!(
+        (h["in_flight"].as_u64(), h["sequences"].as_u64()),
+        (Some(0), Some(0)),
+        "{h}"
+    );
+    assert_eq!(h["refcounts_ok"], true, "{h}");
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let preemptions = (metrics.lines())
+        .find_map(|l| l.strip_prefix("edge_preemptions_total "))
+        .expect("edge_preemptions_total");
+    assert_eq!(preemptions, h["preemptions"].to_string());
+    for (_, v) in &replies {
+        let (finish, n) = (
+            &v["choices"][0]["finish_reason"],
+            &v["usage"]["completion_tokens"],
+        );
+        assert!(finish == "stop" || n == 160, "{v}");
+    }
+}
