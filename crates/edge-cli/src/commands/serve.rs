@@ -6,7 +6,7 @@ use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
 use edge_model::{ActivationMode, LoadOptions};
-use edge_runtime::server::{AccessPolicy, ServerConfig, ServerState, serve};
+use edge_runtime::server::{AccessPolicy, ServerConfig, ServerState, Timeouts, serve};
 use edge_runtime::tool_calls::ToolCallPolicy;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,6 +67,20 @@ pub struct ServeArgs {
     /// after it arrived, and answer it 504 (or end its stream with an error event).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub request_timeout: Option<std::time::Duration>,
+    /// Close a connection that has not sent a complete request head this many seconds
+    /// after it opened or after its previous response: a slow or half-sent head, or
+    /// an idle kept-alive connection (default 30).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub header_timeout: Option<std::time::Duration>,
+    /// Answer 408 (and close) when a request body has not arrived in full this many
+    /// seconds after its head (default 60).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub body_timeout: Option<std::time::Duration>,
+    /// On SIGTERM or SIGINT, new requests get 503 while those in flight get this many
+    /// seconds to finish; then they are cancelled (a stream ends with an error event)
+    /// and the server exits. A second signal exits at once (default 30).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub shutdown_timeout: Option<std::time::Duration>,
 }
 
 /// A positive number of seconds.
@@ -143,7 +157,17 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     if let Some(t) = a.request_timeout {
         state = state.with_request_timeout(t);
     }
-    runtime.block_on(serve(config, state))?;
+    let defaults = Timeouts::default();
+    let state = state.with_timeouts(Timeouts {
+        header: a.header_timeout.unwrap_or(defaults.header),
+        body: a.body_timeout.unwrap_or(defaults.body),
+        shutdown: a.shutdown_timeout.unwrap_or(defaults.shutdown),
+    });
+    let served = runtime.block_on(serve(config, state));
+    // Generation threads end within a poll once their connections are gone; do not
+    // let one that does not hold the exit up (a second signal means now).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    served?;
     Ok(())
 }
 

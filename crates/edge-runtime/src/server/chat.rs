@@ -27,6 +27,9 @@ pub struct GenParams {
     /// Report each token's log-probability with this many alternatives (`None`: no
     /// log-probabilities).
     pub logprobs: Option<usize>,
+    /// Generate past the end-of-turn tokens (vLLM's `ignore_eos`, for benchmarks that
+    /// need replies of a fixed length).
+    pub ignore_eos: bool,
 }
 
 /// A prompt ready for the engine.
@@ -140,7 +143,16 @@ pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
         }
     };
     let stop = stop.into_iter().filter(|s| !s.is_empty()).collect();
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let flag = |key: &str| match body.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::bad_request(
+            format!("`{key}` must be true or false"),
+            Some(key),
+        )),
+    };
+    let stream = flag("stream")?;
+    let ignore_eos = flag("ignore_eos")?;
     let include_usage = body
         .get("stream_options")
         .and_then(|o| o.get("include_usage"))
@@ -171,6 +183,7 @@ pub fn gen_params(body: &Map<String, Value>) -> Result<GenParams, ApiError> {
         stream,
         include_usage,
         logprobs: logprobs(body)?,
+        ignore_eos,
     })
 }
 

@@ -51,7 +51,7 @@ impl ApiError {
     /// The OpenAI `type` of this error.
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
-            400 | 401 | 413 | 422 => "invalid_request_error",
+            400 | 401 | 408 | 413 | 422 => "invalid_request_error",
             403 => "permission_error",
             404 => "not_found_error",
             405 => "invalid_request_error",
@@ -68,6 +68,7 @@ impl ApiError {
             return json!(code);
         }
         match self.status.as_u16() {
+            408 => json!("body_timeout"),
             413 => json!("request_too_large"),
             429 => json!("queue_full"),
             503 => json!("shutting_down"),

@@ -5,8 +5,9 @@
 //! the engine thread behind an [`EngineHandle`]; a client that disconnects cancels
 //! its request. Errors are OpenAI-style `{"error": {...}}` bodies (400 bad request,
 //! 401 missing or wrong API key, 403 origin or host not allowed, 404 unknown route,
-//! 405 wrong method, 413 body too large, 429 queue full, 503 shutting down). Access
-//! rules: [`AccessPolicy`].
+//! 405 wrong method, 408 body too slow, 413 body too large, 429 queue full, 503
+//! shutting down). Access rules: [`AccessPolicy`]; timeouts and the drain on
+//! shutdown: [`Timeouts`], [`serve_on`].
 //!
 //! [`in_process::chat_completion`] runs a chat request body through the same path
 //! without HTTP.
@@ -23,26 +24,31 @@ mod chat;
 mod errors;
 mod handlers;
 pub mod in_process;
+mod lifecycle;
+mod listen;
 mod logprobs;
 mod metrics;
 mod stream;
+mod timeouts;
 mod validate;
 mod worker;
 
 pub use access::AccessPolicy;
 pub use errors::ApiError;
+pub use listen::{serve, serve_on};
 pub use metrics::Metrics;
+pub use timeouts::Timeouts;
 pub use worker::Summary;
 
 use crate::tool_calls::{TokenBytes, ToolCallPolicy, check_constrainable};
-use crate::{ChatTemplate, EngineHandle, Result, RuntimeError, Tokenizer};
+use crate::{ChatTemplate, EngineHandle, Result, Tokenizer};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use std::future::Future;
+use lifecycle::Lifecycle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -87,6 +93,10 @@ pub(crate) struct Inner {
     access: AccessPolicy,
     /// The longest a request may run, from its arrival (`None`: no limit).
     request_timeout: Option<std::time::Duration>,
+    /// Header, body and shutdown timeouts.
+    timeouts: Timeouts,
+    /// Serving, draining or cancelling; the generations in flight.
+    lifecycle: Arc<Lifecycle>,
 }
 
 /// The server's state: the engine handle, tokenizer, chat template and model facts.
@@ -122,6 +132,8 @@ impl ServerState {
                 created: unix_now(),
                 access: AccessPolicy::default(),
                 request_timeout: None,
+                timeouts: Timeouts::default(),
+                lifecycle: Arc::default(),
             }),
         }
     }
@@ -184,6 +196,17 @@ impl ServerState {
         }
     }
 
+    /// The same state with other header, body and shutdown timeouts
+    /// ([`Timeouts::default`] otherwise). Like [`ServerState::with_body_limit`], meant
+    /// for a state not yet shared.
+    pub fn with_timeouts(self, timeouts: Timeouts) -> Self {
+        let mut inner = self.into_inner();
+        inner.timeouts = timeouts;
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.
     fn into_inner(self) -> Inner {
         Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
@@ -200,6 +223,8 @@ impl ServerState {
             created: a.created,
             access: a.access.clone(),
             request_timeout: a.request_timeout,
+            timeouts: a.timeouts,
+            lifecycle: Arc::default(),
         })
     }
 
@@ -240,6 +265,10 @@ pub fn router(state: ServerState) -> Router {
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            timeouts::read_body,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), access::guard))
         .layer(middleware::from_fn_with_state(state.clone(), track))
         .with_state(state)
@@ -276,62 +305,4 @@ async fn track(State(state): State<ServerState>, req: Request, next: Next) -> Re
         res.headers_mut().insert("x-request-id", v);
     }
     res
-}
-
-/// Serves `state` on `listener` until `shutdown` completes, then finishes the
-/// responses in progress. On a loopback listener the `Host` header must name this
-/// machine (or a host the access policy allows): the defence against DNS rebinding.
-pub async fn serve_on(
-    listener: tokio::net::TcpListener,
-    state: ServerState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<()> {
-    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
-    let access = state.inner.access.clone().checking_host(loopback);
-    let state = state.with_access(access);
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| RuntimeError::Server(e.to_string()))
-}
-
-/// Binds `config.host:config.port` and serves until SIGINT or SIGTERM.
-pub async fn serve(config: ServerConfig, state: ServerState) -> Result<()> {
-    let addr = format!("{}:{}", config.host, config.port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|e| RuntimeError::Server(format!("cannot listen on {addr}: {e}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| RuntimeError::Server(e.to_string()))?;
-    tracing::info!("listening on http://{local}");
-    serve_on(
-        listener,
-        state.with_body_limit(config.body_limit),
-        shutdown_signal(),
-    )
-    .await
-}
-
-/// SIGINT (Ctrl-C) or, on Unix, SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutting down: finishing the responses in progress");
 }

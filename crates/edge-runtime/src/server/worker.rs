@@ -101,7 +101,10 @@ pub fn submit(
         reuse_points: prompt.reuse_points.clone(),
         max_new_tokens,
         sampling: params.sampling,
-        stop_tokens: inner.eos.clone(),
+        stop_tokens: match params.ignore_eos {
+            true => Vec::new(),
+            false => inner.eos.clone(),
+        },
         logprobs: params.logprobs,
         tool_constraint,
         ..GenerateRequest::default()
@@ -119,7 +122,9 @@ pub fn start(
     let state = state.clone();
     let stops = params.stop.clone();
     let watch = tx.clone();
+    let generation = state.inner.lifecycle.generation();
     tokio::task::spawn_blocking(move || {
+        let _counted = generation;
         let wanted = || !watch.is_closed();
         run(&state, stream, &prompt, &stops, &wanted, &mut |p| {
             tx.blocking_send(p).is_ok()
@@ -239,6 +244,13 @@ pub fn run(
                     "the request ran past the server's limit of {:.1} s (--request-timeout)",
                     limit.as_secs_f64()
                 ),
+            )));
+            return;
+        }
+        if inner.lifecycle.cancelling() {
+            send(Piece::Error(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server shut down before the request finished (--shutdown-timeout)",
             )));
             return;
         }

@@ -39,6 +39,26 @@ pub async fn start_with(f: impl FnOnce(ServerState) -> ServerState) -> String {
     serve(f(state(16, 4, None))).await
 }
 
+/// A server on the demo model whose state `f` adjusts, that drains when the returned
+/// sender fires (or drops); returns its base URL, the sender, and the task, which ends
+/// when the drain does.
+pub async fn start_stoppable(
+    f: impl FnOnce(ServerState) -> ServerState,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<edge_runtime::Result<()>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(serve_on(listener, f(state(16, 4, None)), shutdown));
+    (format!("http://{addr}"), stop, task)
+}
+
 /// A server constraining tool calls to the request's tools; returns its base URL.
 pub async fn start_constrained() -> String {
     serve(state(16, 4, None).with_constrained_tool_calls().unwrap()).await

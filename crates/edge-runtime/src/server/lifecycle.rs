@@ -1,0 +1,108 @@
+//! Where the server stands on its way down: serving, draining (new requests get 503
+//! while the ones in flight finish), or cancelling what is still in flight once the
+//! shutdown deadline has passed. Also counts the generations in flight, so the drain
+//! knows when it is done.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use tokio::sync::Notify;
+
+/// The server's shutdown state, shared by the accept loop, the middleware and the
+/// generation workers.
+#[derive(Debug, Default)]
+pub(crate) struct Lifecycle {
+    draining: AtomicBool,
+    cancelling: AtomicBool,
+    generations: AtomicUsize,
+    idle: Notify,
+}
+
+impl Lifecycle {
+    /// From now on new requests are refused with 503.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// Whether new requests are refused.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// The shutdown deadline has passed: generations in flight end now, with an error.
+    pub fn cancel_all(&self) {
+        self.cancelling.store(true, Ordering::Release);
+    }
+
+    /// Whether generations in flight must end.
+    pub fn cancelling(&self) -> bool {
+        self.cancelling.load(Ordering::Acquire)
+    }
+
+    /// Counts a generation in flight until the returned guard drops.
+    pub fn generation(self: &Arc<Self>) -> Generation {
+        self.generations.fetch_add(1, Ordering::AcqRel);
+        Generation(self.clone())
+    }
+
+    /// Generations in flight.
+    pub fn generations(&self) -> usize {
+        self.generations.load(Ordering::Acquire)
+    }
+
+    /// Completes once no generation is in flight.
+    pub async fn until_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            tokio::pin!(notified);
+            // Registered before the count is read, so a guard dropping in between
+            // still wakes this waiter.
+            notified.as_mut().enable();
+            if self.generations() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// A generation in flight; dropping it ends the count.
+#[derive(Debug)]
+pub(crate) struct Generation(Arc<Lifecycle>);
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        if self.0.generations.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn idle_completes_when_the_last_generation_ends() {
+        let life = Arc::new(Lifecycle::default());
+        life.until_idle().await;
+        let (a, b) = (life.generation(), life.generation());
+        assert_eq!(life.generations(), 2);
+        let waiter = {
+            let life = life.clone();
+            tokio::spawn(async move { life.until_idle().await })
+        };
+        drop(a);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "one generation is still in flight");
+        drop(b);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("idle once both ended")
+            .unwrap();
+        assert!(!life.draining() && !life.cancelling());
+        life.drain();
+        life.cancel_all();
+        assert!(life.draining() && life.cancelling());
+    }
+}
