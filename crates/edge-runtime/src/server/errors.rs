@@ -126,12 +126,39 @@ fn status_of(e: &RuntimeError) -> StatusCode {
     }
 }
 
-/// A model error: bad input is the request's, the rest (a checkpoint, a device) ours.
+/// A model error: bad input (a token, position or batch the model cannot run) is the
+/// request's; the rest (a checkpoint, an operation the backend lacks, a broken plan, a
+/// device) ours.
 fn model_status(e: &edge_model::ModelError) -> StatusCode {
     use edge_model::ModelError;
     match e {
-        ModelError::InvalidInput(_) | ModelError::Unsupported { .. } => StatusCode::BAD_REQUEST,
+        ModelError::EmptyBatch
+        | ModelError::TokenOutOfVocab { .. }
+        | ModelError::PastContext { .. }
+        | ModelError::PositionGap { .. }
+        | ModelError::MalformedBatch { .. }
+        | ModelError::NoMtpHead
+        | ModelError::UnknownValue { .. }
+        | ModelError::NoCalibrationPrompts => StatusCode::BAD_REQUEST,
         ModelError::Cache(c) => cache_status(c),
+        ModelError::Io { .. }
+        | ModelError::Json { .. }
+        | ModelError::Config { .. }
+        | ModelError::Checkpoint { .. }
+        | ModelError::MissingTensor { .. }
+        | ModelError::TensorShape { .. }
+        | ModelError::TensorDType { .. }
+        | ModelError::Nvfp4Width { .. }
+        | ModelError::Unsupported { .. }
+        | ModelError::OperandLength { .. }
+        | ModelError::RowWidth { .. }
+        | ModelError::IndexOutOfRange { .. }
+        | ModelError::OperandMismatch { .. }
+        | ModelError::ExceedsU32 { .. }
+        | ModelError::InvalidPlan { .. }
+        | ModelError::Quant(_)
+        | ModelError::Core(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // Variants added to edge-model later (the enum is `#[non_exhaustive]`).
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -216,7 +243,7 @@ mod tests {
                 503,
             ),
             (
-                RuntimeError::Model(ModelError::InvalidInput("token".into())),
+                RuntimeError::Model(ModelError::TokenOutOfVocab { token: 9, vocab: 8 }),
                 400,
             ),
             (RuntimeError::Model(ModelError::Cache(over(50))), 503),
@@ -226,10 +253,7 @@ mod tests {
                 RuntimeError::Forward(Arc::new(ModelError::Cache(over(50)))),
                 503,
             ),
-            (
-                RuntimeError::Forward(Arc::new(ModelError::InvalidInput("x".into()))),
-                500,
-            ),
+            (RuntimeError::Forward(Arc::new(ModelError::EmptyBatch)), 500),
             (
                 RuntimeError::Spec(edge_spec::SpecError::InvalidRequest("k".into())),
                 400,
