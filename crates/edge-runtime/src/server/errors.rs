@@ -93,10 +93,23 @@ impl ApiError {
 
 /// The status of an engine error: the request's fault (400), the server's capacity
 /// now (429, 503), or the server's own failure (500). Exhaustive over this crate's
-/// errors, so a new variant must choose.
+/// errors, so a new variant must choose; the wrapped errors of other crates are
+/// matched variant by variant too, with a 500 fallback for variants they add later.
 fn status_of(e: &RuntimeError) -> StatusCode {
     match e {
-        RuntimeError::InvalidRequest(_)
+        RuntimeError::EmptyPrompt
+        | RuntimeError::TokenOutOfVocab { .. }
+        | RuntimeError::PromptPastContext { .. }
+        | RuntimeError::ReusePointOutsidePrompt { .. }
+        | RuntimeError::TooManyLogprobs { .. }
+        | RuntimeError::ToolsNotArray
+        | RuntimeError::NoToolFunctions
+        | RuntimeError::TooManyTools { .. }
+        | RuntimeError::UnknownTool { .. }
+        | RuntimeError::ToolGrammarDeadEnd
+        | RuntimeError::MessagesNotArray
+        | RuntimeError::ToolCallArguments { .. }
+        | RuntimeError::UnknownValue { .. }
         | RuntimeError::ExceedsCache { .. }
         | RuntimeError::Template(_)
         | RuntimeError::Tokenizer(_) => StatusCode::BAD_REQUEST,
@@ -104,12 +117,7 @@ fn status_of(e: &RuntimeError) -> StatusCode {
         RuntimeError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
         RuntimeError::Cache(c) => cache_status(c),
         RuntimeError::Model(m) => model_status(m),
-        RuntimeError::Spec(s) => match s {
-            edge_spec::SpecError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            edge_spec::SpecError::Model(m) => model_status(m),
-            edge_spec::SpecError::Cache(c) => cache_status(c),
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        },
+        RuntimeError::Spec(s) => spec_status(s),
         // A step's failure is never the request's input (admission checked it): the
         // cache running short is capacity, anything else (a device error) ours.
         RuntimeError::Forward(m) => match &**m {
@@ -119,7 +127,8 @@ fn status_of(e: &RuntimeError) -> StatusCode {
             ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         },
-        RuntimeError::Demo(_)
+        RuntimeError::InvalidConfig { .. }
+        | RuntimeError::Demo(_)
         | RuntimeError::Server(_)
         | RuntimeError::Core(_)
         | RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -159,6 +168,28 @@ fn model_status(e: &edge_model::ModelError) -> StatusCode {
         | ModelError::Quant(_)
         | ModelError::Core(_) => StatusCode::INTERNAL_SERVER_ERROR,
         // Variants added to edge-model later (the enum is `#[non_exhaustive]`).
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A speculation error: bad sampling parameters or tools whose grammar cannot go on
+/// are the request's; a configuration, a malformed draft or nothing to sample (NaN
+/// logits) ours.
+fn spec_status(e: &edge_spec::SpecError) -> StatusCode {
+    use edge_spec::SpecError;
+    match e {
+        SpecError::InvalidSampling { .. } | SpecError::ConstraintDeadEnd => StatusCode::BAD_REQUEST,
+        SpecError::Model(m) => model_status(m),
+        SpecError::Cache(c) => cache_status(c),
+        SpecError::InvalidConfig { .. }
+        | SpecError::NoMtpHead
+        | SpecError::MalformedTree { .. }
+        | SpecError::NothingToSample { .. }
+        | SpecError::CandidateMismatch { .. }
+        | SpecError::NeedsFullRow
+        | SpecError::NotStarted
+        | SpecError::Core(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // Variants added to edge-spec later (the enum is `#[non_exhaustive]`).
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -217,7 +248,7 @@ mod tests {
         let down = ApiError::from(RuntimeError::ShutDown);
         assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(down.body()["error"]["code"], "shutting_down");
-        let bad = ApiError::from(RuntimeError::InvalidRequest("x".into()));
+        let bad = ApiError::from(RuntimeError::EmptyPrompt);
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
         assert!(bad.body()["error"]["param"].is_null());
     }
@@ -255,7 +286,11 @@ mod tests {
             ),
             (RuntimeError::Forward(Arc::new(ModelError::EmptyBatch)), 500),
             (
-                RuntimeError::Spec(edge_spec::SpecError::InvalidRequest("k".into())),
+                RuntimeError::Spec(edge_spec::SpecError::InvalidSampling {
+                    param: "top_p",
+                    value: 0.0,
+                    expected: "in (0, 1]",
+                }),
                 400,
             ),
             (
