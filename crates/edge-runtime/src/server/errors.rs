@@ -298,6 +298,83 @@ mod tests {
                 500,
             ),
             (RuntimeError::Internal("no logits".into()), 500),
+            // The request's input, by cause.
+            (RuntimeError::EmptyPrompt, 400),
+            (
+                RuntimeError::TokenOutOfVocab {
+                    token: 300,
+                    vocab: 265,
+                },
+                400,
+            ),
+            (
+                RuntimeError::PromptPastContext {
+                    len: 10,
+                    context: 10,
+                },
+                400,
+            ),
+            (
+                RuntimeError::ReusePointOutsidePrompt { point: 0, len: 4 },
+                400,
+            ),
+            (
+                RuntimeError::TooManyLogprobs {
+                    requested: 30,
+                    max: 20,
+                },
+                400,
+            ),
+            (RuntimeError::UnknownTool { name: "x".into() }, 400),
+            (RuntimeError::ToolGrammarDeadEnd, 400),
+            (
+                RuntimeError::ExceedsCache {
+                    rows: 100,
+                    max_rows: 10,
+                },
+                400,
+            ),
+            (
+                RuntimeError::Model(ModelError::PastContext {
+                    tokens: 4,
+                    first: 8,
+                    end: 12,
+                    context: 10,
+                }),
+                400,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::ConstraintDeadEnd),
+                400,
+            ),
+            // The server's own setup or failure.
+            (RuntimeError::InvalidConfig { reason: "x".into() }, 500),
+            (
+                RuntimeError::Model(ModelError::InvalidPlan {
+                    op: "gdn rows",
+                    reason: "x".into(),
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Model(ModelError::Unsupported {
+                    backend: "cuda",
+                    what: "x".into(),
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::NothingToSample {
+                    reason: "every logit is NaN",
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Forward(Arc::new(ModelError::Core(
+                    edge_core::CoreError::DeviceUnavailable("lost".into()),
+                ))),
+                500,
+            ),
         ];
         for (e, status) in cases {
             let text = e.to_string();
