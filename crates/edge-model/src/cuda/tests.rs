@@ -88,7 +88,8 @@ fn elementwise_ops_match_cpu(on: Device) {
         .flat_map(|&r| a[r as usize * w..][..w].to_vec())
         .collect();
     assert_eq!(dev.download(&out).unwrap(), want, "gather_rows");
-    let bad = [5u32];
+    // As many rows as `out` holds, one past the end of `a`.
+    let bad = [5u32; 4];
     let r = gather_rows(&dev, &ad, w, &dev.upload(&bad).unwrap(), &bad, &mut out);
     assert!(
         matches!(
@@ -119,7 +120,7 @@ fn elementwise_ops_match_cpu(on: Device) {
         })
         .collect();
     assert_eq!(dev.download(&out).unwrap(), want, "embed");
-    let bad = [50u32];
+    let bad = [50u32; 3];
     let r = embed_bf16(&dev, &td, w, &dev.upload(&bad).unwrap(), &bad, &mut out);
     assert!(
         matches!(
