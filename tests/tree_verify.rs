@@ -243,7 +243,7 @@ fn malformed_trees_and_paths_are_errors_that_change_nothing() {
     too_big.push_tree(seq, &vec![1; 65], &parents, 30, LogitRows::None);
     assert!(matches!(
         model.forward(&mut cpu, &too_big, &mut c),
-        Err(edge_model::ModelError::InvalidInput(_))
+        Err(edge_model::ModelError::MalformedBatch { span: 0, .. })
     ));
 
     let mut batch = StepBatch::new();
@@ -255,7 +255,16 @@ fn malformed_trees_and_paths_are_errors_that_change_nothing() {
             rows: rows.clone(),
         }];
         let err = model.commit_tree(&mut cpu, out.tree.unwrap(), &paths, &mut c);
-        assert!(matches!(err, Err(ModelError::InvalidInput(_))), "{rows:?}");
+        assert!(
+            matches!(
+                err,
+                Err(ModelError::InvalidPlan {
+                    op: "commit_tree",
+                    ..
+                })
+            ),
+            "{rows:?}"
+        );
         assert_eq!(c.sequence(seq).unwrap().len, 30);
         assert_eq!(c.save_state(seq).unwrap(), before, "{rows:?}");
     }

@@ -55,7 +55,35 @@ pub enum CoreError {
     /// The rayon pool of a forced SIMD level could not be built.
     #[error("cannot start the thread pool of a forced SIMD level: {0}")]
     SimdPool(#[from] rayon::ThreadPoolBuildError),
-    /// An error from the CUDA driver, NVRTC, or the kernel cache.
+    /// An error from the CUDA driver (a failed allocation, copy, launch or
+    /// synchronisation), with cudarc's error as its source.
+    #[cfg(feature = "cuda")]
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    /// An NVRTC call that returned an error status.
+    #[cfg(feature = "cuda")]
+    #[error("{call}: {message} (NVRTC status {status})")]
+    Nvrtc {
+        /// The NVRTC function.
+        call: String,
+        /// Its status code.
+        status: i32,
+        /// NVRTC's description of the status.
+        message: String,
+    },
+    /// A shared library (NVRTC or its builtins) that exists but could not be opened or
+    /// lacks a symbol.
+    #[cfg(feature = "cuda")]
+    #[error("cannot load {path}: {source}")]
+    Library {
+        /// The library file.
+        path: std::path::PathBuf,
+        /// The loader's error.
+        #[source]
+        source: libloading::Error,
+    },
+    /// A CUDA-side failure of edge-llm's own checks (a buffer of another device, a
+    /// range outside a buffer, the emulated device's limits, a poisoned table).
     #[cfg(feature = "cuda")]
     #[error("cuda: {0}")]
     Cuda(String),
@@ -95,3 +123,24 @@ pub enum CoreError {
 
 /// Result alias for `edge-core`.
 pub type Result<T> = std::result::Result<T, CoreError>;
+
+#[cfg(all(test, feature = "cuda"))]
+mod tests {
+    use super::CoreError;
+    use cudarc::driver::{DriverError, sys::CUresult};
+    use std::error::Error;
+
+    /// A driver error keeps cudarc's error as its source, not a string.
+    #[test]
+    fn driver_errors_carry_their_source() {
+        let e = CoreError::from(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+        assert!(matches!(
+            e,
+            CoreError::Driver(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY))
+        ));
+        let source = e.source().expect("a source");
+        assert!(source.downcast_ref::<DriverError>().is_some());
+        // Not formatted here: cudarc's Display asks the driver for the message, and a
+        // machine without one has none (a DriverError only exists where it loaded).
+    }
+}

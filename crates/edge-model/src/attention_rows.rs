@@ -48,9 +48,10 @@ impl AttentionRows {
         };
         for (s, span) in plan.spans.iter().enumerate() {
             let Some(&head) = span.pages.first() else {
-                return Err(ModelError::InvalidInput(format!(
-                    "attention rows: span {s} has no pages"
-                )));
+                return Err(ModelError::InvalidPlan {
+                    op: "attention rows",
+                    reason: format!("span {s} has no pages"),
+                });
             };
             let ids = span.pages.iter().map(|p| p.index());
             let pad = std::iter::repeat_n(head.index(), max_pages - span.pages.len());
@@ -60,21 +61,27 @@ impl AttentionRows {
             if let Some(tree) = &span.tree
                 && (tree.slots.len() != span.len() || tree.visible.len() != span.len())
             {
-                return Err(ModelError::InvalidInput(format!(
-                    "attention rows: span {s} has {} rows, its tree {} slots and {} masks",
-                    span.len(),
-                    tree.slots.len(),
-                    tree.visible.len()
-                )));
+                return Err(ModelError::InvalidPlan {
+                    op: "attention rows",
+                    reason: format!(
+                        "span {s} has {} rows, its tree {} slots and {} masks",
+                        span.len(),
+                        tree.slots.len(),
+                        tree.visible.len()
+                    ),
+                });
             }
             let extent = span.tree.as_ref().map_or(span.len(), |t| t.extent());
             if span.first + extent > span.pages.len() * plan.block_size {
-                return Err(ModelError::InvalidInput(format!(
-                    "attention rows: span {s} reaches row {} with {} pages of {}",
-                    span.first + extent - 1,
-                    span.pages.len(),
-                    plan.block_size
-                )));
+                return Err(ModelError::InvalidPlan {
+                    op: "attention rows",
+                    reason: format!(
+                        "span {s} reaches row {} with {} pages of {}",
+                        span.first + extent - 1,
+                        span.pages.len(),
+                        plan.block_size
+                    ),
+                });
             }
             for i in 0..span.len() {
                 let (len, mask) = match &span.tree {
@@ -171,7 +178,12 @@ impl AttentionRows {
     /// Checks the arrays against each other: one entry per row, spans inside the table,
     /// every row sees at least one cache row and no row past its table.
     pub fn check(&self) -> Result<()> {
-        let bad = |why: String| Err(ModelError::InvalidInput(format!("attention rows: {why}")));
+        let bad = |reason: String| {
+            Err(ModelError::InvalidPlan {
+                op: "attention rows",
+                reason,
+            })
+        };
         let n = self.lens.len();
         if self.span_of.len() != n || self.masks.len() != n || self.stores.len() != n {
             return bad(format!(
@@ -308,7 +320,7 @@ mod tests {
         assert!(
             matches!(
                 AttentionRows::from_plan(&short),
-                Err(ModelError::InvalidInput(_))
+                Err(ModelError::InvalidPlan { .. })
             ),
             "a span whose pages do not cover its rows"
         );
@@ -352,7 +364,7 @@ mod tests {
         ];
         for (i, bad) in cases.iter().enumerate() {
             assert!(
-                matches!(bad.check(), Err(ModelError::InvalidInput(_))),
+                matches!(bad.check(), Err(ModelError::InvalidPlan { .. })),
                 "case {i}"
             );
         }

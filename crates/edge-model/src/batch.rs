@@ -242,23 +242,24 @@ impl StepBatch {
     /// tree's masks must be exactly its parent structure.
     pub(crate) fn validate(&self, vocab: usize, context: usize, recurrent: bool) -> Result<()> {
         if self.tokens.is_empty() {
-            return Err(ModelError::InvalidInput("no tokens to run".into()));
+            return Err(ModelError::EmptyBatch);
         }
         if let Some(&bad) = self.tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(ModelError::InvalidInput(format!(
-                "token id {bad} is outside the vocabulary of {vocab}"
-            )));
+            return Err(ModelError::TokenOutOfVocab { token: bad, vocab });
         }
         let mut row = 0;
         for (i, span) in self.spans.iter().enumerate() {
             if span.len == 0 {
-                return Err(ModelError::InvalidInput(format!("span {i} has no tokens")));
+                return Err(ModelError::MalformedBatch {
+                    span: i,
+                    reason: "no tokens".into(),
+                });
             }
             if self.spans[..i].iter().any(|s| s.seq == span.seq) {
-                return Err(ModelError::InvalidInput(format!(
-                    "sequence {:?} appears twice in one batch",
-                    span.seq
-                )));
+                return Err(ModelError::MalformedBatch {
+                    span: i,
+                    reason: format!("sequence {:?} appears twice in one batch", span.seq),
+                });
             }
             let rows = row..row + span.len;
             match &self.trees[i] {
@@ -274,19 +275,22 @@ impl StepBatch {
         let first = self.positions[rows.start] as usize;
         let end = first + rows.len();
         if end > context {
-            return Err(ModelError::InvalidInput(format!(
-                "{} tokens from position {first} would reach position {end}, past the \
-                 context of {context}",
-                rows.len()
-            )));
+            return Err(ModelError::PastContext {
+                tokens: rows.len(),
+                first,
+                end,
+                context,
+            });
         }
         for (j, r) in rows.enumerate() {
             let chain = self.parents[r] == j.checked_sub(1).map(|p| p as u32);
             if !chain || self.positions[r] as usize != first + j {
-                return Err(ModelError::InvalidInput(format!(
-                    "span {i}, row {j}: a chain's rows follow each other at consecutive \
-                     positions"
-                )));
+                return Err(ModelError::MalformedBatch {
+                    span: i,
+                    reason: format!(
+                        "row {j}: a chain's rows follow each other at consecutive positions"
+                    ),
+                });
             }
         }
         Ok(())
@@ -301,18 +305,22 @@ impl StepBatch {
         recurrent: bool,
     ) -> Result<()> {
         let bad = |j: usize, what: &str| {
-            Err(ModelError::InvalidInput(format!(
-                "tree span {i}, row {j}: {what}"
-            )))
+            Err(ModelError::MalformedBatch {
+                span: i,
+                reason: format!("tree row {j}: {what}"),
+            })
         };
         let n = rows.len();
         if n > MAX_TREE_ROWS || tree.slots.len() != n || tree.visible.len() != n {
-            return Err(ModelError::InvalidInput(format!(
-                "tree span {i} has {n} rows, {} slots and {} masks (at most {MAX_TREE_ROWS} \
-                 rows, one slot and one mask each)",
-                tree.slots.len(),
-                tree.visible.len()
-            )));
+            return Err(ModelError::MalformedBatch {
+                span: i,
+                reason: format!(
+                    "a tree of {n} rows, {} slots and {} masks (at most {MAX_TREE_ROWS} rows, \
+                     one slot and one mask each)",
+                    tree.slots.len(),
+                    tree.visible.len()
+                ),
+            });
         }
         let mut used = 0u64;
         for (j, r) in rows.clone().enumerate() {
@@ -371,28 +379,39 @@ mod tests {
         );
         batch.validate(16, 100, true).unwrap();
         assert!(
-            batch.validate(8, 100, true).is_err(),
+            matches!(
+                batch.validate(8, 100, true),
+                Err(crate::ModelError::TokenOutOfVocab { token: 8, vocab: 8 })
+            ),
             "token 8 is outside a vocabulary of 8"
         );
         assert!(
-            batch.validate(16, 12, true).is_err(),
+            matches!(
+                batch.validate(16, 12, true),
+                Err(crate::ModelError::PastContext {
+                    first: 10,
+                    end: 13,
+                    context: 12,
+                    ..
+                })
+            ),
             "positions past the context"
         );
         let mut twice = StepBatch::single(a, &[1], 0, LogitRows::Last);
         twice.push(a, &[1], 1, LogitRows::Last);
         assert!(matches!(
             twice.validate(16, 100, true),
-            Err(crate::ModelError::InvalidInput(_))
+            Err(crate::ModelError::MalformedBatch { span: 1, .. })
         ));
         assert!(matches!(
             StepBatch::new().validate(16, 100, true),
-            Err(crate::ModelError::InvalidInput(_))
+            Err(crate::ModelError::EmptyBatch)
         ));
         let mut tree = StepBatch::single(a, &[1, 2, 3], 0, LogitRows::All);
         tree.parents[2] = Some(0);
         assert!(matches!(
             tree.validate(16, 100, true),
-            Err(crate::ModelError::InvalidInput(_))
+            Err(crate::ModelError::MalformedBatch { span: 0, .. })
         ));
     }
 }

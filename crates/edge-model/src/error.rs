@@ -64,9 +64,140 @@ pub enum ModelError {
         /// What the file has.
         got: String,
     },
-    /// A request the model cannot serve (e.g. a prompt longer than the context).
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
+    /// A batch with no tokens to run (the caller's input).
+    #[error("the batch has no tokens to run")]
+    EmptyBatch,
+    /// A token id at or past the vocabulary (the caller's input).
+    #[error("token id {token} is outside the vocabulary of {vocab}")]
+    TokenOutOfVocab {
+        /// The offending id.
+        token: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// Tokens that would run past the model's context (the caller's input).
+    #[error(
+        "{tokens} tokens from position {first} would reach position {end}, past the \
+         context of {context}"
+    )]
+    PastContext {
+        /// Tokens of the span.
+        tokens: usize,
+        /// Position of its first token.
+        first: usize,
+        /// Position one past its last token.
+        end: usize,
+        /// The model's context (`max_position_embeddings`).
+        context: usize,
+    },
+    /// A span that does not continue its sequence where the sequence ends (the
+    /// caller's input: positions out of order).
+    #[error(
+        "sequence {seq:?} holds {len} tokens; a span must continue at position {len}, \
+         not {first}"
+    )]
+    PositionGap {
+        /// The sequence.
+        seq: edge_kvcache::SeqId,
+        /// Tokens the sequence holds (the position a span must start at).
+        len: usize,
+        /// Where the span starts.
+        first: usize,
+    },
+    /// A batch whose spans, chains or token trees are malformed (the caller's input).
+    #[error("batch span {span}: {reason}")]
+    MalformedBatch {
+        /// The span at fault.
+        span: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An MTP operation on a checkpoint without an MTP head (`mtp.*` tensors).
+    #[error("this checkpoint has no MTP head (mtp.* tensors)")]
+    NoMtpHead,
+    /// A name (of a mode or format) that is not one of the accepted values.
+    #[error("unknown {what} `{value}` (expected {expected})")]
+    UnknownValue {
+        /// What was named (e.g. `"activation quantization"`).
+        what: &'static str,
+        /// The name given.
+        value: String,
+        /// The accepted names.
+        expected: &'static str,
+    },
+    /// Calibration without any non-empty prompt.
+    #[error("calibration needs at least one non-empty prompt")]
+    NoCalibrationPrompts,
+    /// An NVFP4 linear whose input width is not a multiple of the 16-value block.
+    #[error("{tensor}: NVFP4 needs in_features divisible by 16, the config gives {in_features}")]
+    Nvfp4Width {
+        /// The linear's tensor prefix.
+        tensor: String,
+        /// Its input width.
+        in_features: usize,
+    },
+    /// An operand of a backend operation of the wrong length (an internal error: the
+    /// model's own plan disagrees with a buffer).
+    #[error("{op}: {what} holds {got} values, expected {expected}")]
+    OperandLength {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        what: &'static str,
+        /// Values it holds.
+        got: usize,
+        /// Values the operation needs.
+        expected: usize,
+    },
+    /// A buffer that is not whole rows of the operation's width (internal).
+    #[error("{op}: {len} values are not rows of width {width}")]
+    RowWidth {
+        /// The operation.
+        op: &'static str,
+        /// Values the buffer holds.
+        len: usize,
+        /// The row width.
+        width: usize,
+    },
+    /// An index (a row, page, slot) outside what it indexes (internal).
+    #[error("{op}: {what} {index} is outside 0..{len}")]
+    IndexOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// What is indexed (`"row"`, `"page"`, `"cache slot"`).
+        what: &'static str,
+        /// The index.
+        index: usize,
+        /// How many there are.
+        len: usize,
+    },
+    /// Operands of a backend operation that do not fit together (internal).
+    #[error("{op}: {reason}")]
+    OperandMismatch {
+        /// The operation.
+        op: &'static str,
+        /// How they disagree.
+        reason: String,
+    },
+    /// A dimension past the u32 a device kernel or a flat plan array takes (internal).
+    #[error("{op}: {what} = {value} exceeds u32")]
+    ExceedsU32 {
+        /// The operation.
+        op: &'static str,
+        /// The dimension.
+        what: &'static str,
+        /// Its value.
+        value: usize,
+    },
+    /// A forward plan (attention or recurrent rows, a tree commit) whose parts
+    /// disagree (internal: the model's planning or its caller broke an invariant).
+    #[error("{op}: {reason}")]
+    InvalidPlan {
+        /// The plan or step (`"attention rows"`, `"gdn rows"`, `"commit_tree"`).
+        op: &'static str,
+        /// What does not hold.
+        reason: String,
+    },
     /// A weight format, activation mode or operation a backend has no kernel for.
     #[error("the {backend} backend does not support {what}")]
     Unsupported {
@@ -99,9 +230,8 @@ impl ModelError {
 }
 
 /// `v` as the u32 a device kernel or a flat plan array takes, or an
-/// [`ModelError::InvalidInput`] naming `op` and `what`.
+/// [`ModelError::ExceedsU32`] naming `op` and `what`.
 #[cfg(feature = "cuda")]
-pub(crate) fn dim_u32(op: &str, what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v)
-        .map_err(|_| ModelError::InvalidInput(format!("{op}: {what} = {v} exceeds u32")))
+pub(crate) fn dim_u32(op: &'static str, what: &'static str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| ModelError::ExceedsU32 { op, what, value: v })
 }

@@ -41,11 +41,14 @@ impl GdnRows {
         let mut trees = 0u32;
         for (s, span) in plan.spans.iter().enumerate() {
             if span.rows.start != *rows.starts.last().expect("leading 0") as usize {
-                return Err(ModelError::InvalidInput(format!(
-                    "gdn rows: span {s} starts at row {}, not where span {} ended",
-                    span.rows.start,
-                    s.wrapping_sub(1)
-                )));
+                return Err(ModelError::InvalidPlan {
+                    op: "gdn rows",
+                    reason: format!(
+                        "span {s} starts at row {}, not where span {} ended",
+                        span.rows.start,
+                        s.wrapping_sub(1)
+                    ),
+                });
             }
             rows.slots
                 .push(dim_u32("gdn rows", "slot", span.slot.index())?);
@@ -60,11 +63,14 @@ impl GdnRows {
                     rows.tree_of.push(trees);
                     trees += 1;
                     if tree.parents.len() != span.len() {
-                        return Err(ModelError::InvalidInput(format!(
-                            "gdn rows: span {s} has {} rows and {} parents",
-                            span.len(),
-                            tree.parents.len()
-                        )));
+                        return Err(ModelError::InvalidPlan {
+                            op: "gdn rows",
+                            reason: format!(
+                                "span {s} has {} rows and {} parents",
+                                span.len(),
+                                tree.parents.len()
+                            ),
+                        });
                     }
                     rows.parents
                         .extend(tree.parents.iter().map(|p| p.unwrap_or(NO_TREE)));
@@ -121,7 +127,12 @@ impl GdnRows {
     /// spans, distinct slots, tree indices 0, 1, … in order, parents earlier rows of
     /// their own tree span (at most 64 rows a tree).
     pub fn check(&self) -> Result<()> {
-        let bad = |why: String| Err(ModelError::InvalidInput(format!("gdn rows: {why}")));
+        let bad = |reason: String| {
+            Err(ModelError::InvalidPlan {
+                op: "gdn rows",
+                reason,
+            })
+        };
         let n = self.slots.len();
         if self.starts.len() != n + 1 || self.tree_of.len() != n || self.starts[0] != 0 {
             return bad(format!(
@@ -253,7 +264,7 @@ mod tests {
         ];
         for (i, bad) in cases.iter().enumerate() {
             assert!(
-                matches!(bad.check(), Err(ModelError::InvalidInput(_))),
+                matches!(bad.check(), Err(ModelError::InvalidPlan { .. })),
                 "case {i}"
             );
         }

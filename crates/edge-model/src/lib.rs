@@ -62,7 +62,7 @@
 //! assert_eq!(session.len(), 7);
 //! // A token outside the vocabulary is a typed error, and the session is unchanged.
 //! let err = session.forward(&[vocab as u32], LogitRows::Last);
-//! assert!(matches!(err, Err(edge_model::ModelError::InvalidInput(_))));
+//! assert!(matches!(err, Err(edge_model::ModelError::TokenOutOfVocab { .. })));
 //! assert_eq!(session.len(), 7);
 //! # Ok(())
 //! # }

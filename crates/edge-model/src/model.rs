@@ -378,9 +378,7 @@ impl<B: Backend> Qwen35Model<B> {
     where
         C: SequenceCache<Memory = B::Memory> + Send,
     {
-        let head = self.mtp.as_ref().ok_or_else(|| {
-            ModelError::InvalidInput("this checkpoint has no MTP head (mtp.* tensors)".into())
-        })?;
+        let head = self.mtp.as_ref().ok_or(ModelError::NoMtpHead)?;
         batch.validate(
             self.config.vocab_size,
             self.config.max_position_embeddings,
@@ -423,11 +421,11 @@ impl<B: Backend> Qwen35Model<B> {
                 None => batch.positions()[row] as usize,
             };
             if (rows == Rows::Append || tree.is_some()) && first != view.len {
-                return Err(ModelError::InvalidInput(format!(
-                    "sequence {:?} holds {} tokens; a span must continue at position {}, \
-                     not {first}",
-                    span.seq, view.len, view.len
-                )));
+                return Err(ModelError::PositionGap {
+                    seq: span.seq,
+                    len: view.len,
+                    first,
+                });
             }
             spans.push((span.seq, first, range, tree));
             row += span.len;

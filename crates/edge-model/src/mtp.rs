@@ -45,10 +45,12 @@ impl<B: Backend> MtpHead<B> {
     ) -> Result<B::Buf> {
         let (h, t) = (self.hidden, batch.len());
         if be.buf_len(hidden) != t * h {
-            return Err(ModelError::InvalidInput(format!(
-                "MTP needs one hidden row of {h} per token: got {t} tokens and {} values",
-                be.buf_len(hidden)
-            )));
+            return Err(ModelError::OperandLength {
+                op: "mtp_forward",
+                what: "hidden (one row per token)",
+                got: be.buf_len(hidden),
+                expected: t * h,
+            });
         }
         let mut e = be.alloc(t * h)?;
         be.embed(model.embedding(), batch.tokens(), &mut e)?;

@@ -139,9 +139,10 @@ impl<B: Backend> Qwen35Model<B> {
         cache: &C,
     ) -> Result<Vec<usize>> {
         let bad = |seq: SeqId, what: String| {
-            Err(ModelError::InvalidInput(format!(
-                "cannot commit the tree of sequence {seq:?}: {what}"
-            )))
+            Err(ModelError::InvalidPlan {
+                op: "commit_tree",
+                reason: format!("sequence {seq:?}: {what}"),
+            })
         };
         let mut spans = Vec::with_capacity(paths.len());
         for (i, path) in paths.iter().enumerate() {

@@ -56,9 +56,11 @@ impl std::str::FromStr for ActivationMode {
             "nvfp4" => Ok(ActivationMode::Nvfp4),
             "int8" => Ok(ActivationMode::Int8),
             "auto" => Ok(ActivationMode::Fastest),
-            _ => Err(ModelError::InvalidInput(format!(
-                "unknown activation quantization `{s}` (expected auto, none, bf16, nvfp4 or int8)"
-            ))),
+            _ => Err(ModelError::UnknownValue {
+                what: "activation quantization",
+                value: s.to_string(),
+                expected: "auto, none, bf16, nvfp4 or int8",
+            }),
         }
     }
 }
@@ -117,9 +119,10 @@ impl WeightReader<'_> {
 
     fn nvfp4(&self, prefix: &str, w: &TensorView, out: usize, inp: usize) -> Result<Linear> {
         if !inp.is_multiple_of(16) {
-            return Err(ModelError::InvalidInput(format!(
-                "{prefix}: NVFP4 needs in_features divisible by 16, config gives {inp}"
-            )));
+            return Err(ModelError::Nvfp4Width {
+                tensor: prefix.to_string(),
+                in_features: inp,
+            });
         }
         w.expect_shape(&[out, inp / 2])?;
         let scales = self.ckpt.require(&format!("{prefix}.weight_scale"))?;
@@ -212,10 +215,10 @@ impl Embedding {
     pub fn lookup(&self, token: u32, out: &mut [f32]) -> Result<()> {
         let t = token as usize;
         if t >= self.vocab {
-            return Err(ModelError::InvalidInput(format!(
-                "token id {token} is outside the vocabulary of {}",
-                self.vocab
-            )));
+            return Err(ModelError::TokenOutOfVocab {
+                token,
+                vocab: self.vocab,
+            });
         }
         let width = self.view.dtype.bits() / 8;
         let bytes = &self.view.data[t * self.hidden * width..][..self.hidden * width];

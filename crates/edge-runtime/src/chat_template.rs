@@ -77,9 +77,7 @@ impl ChatTemplate {
         enable_thinking: bool,
     ) -> Result<String> {
         if !messages.is_array() {
-            return Err(RuntimeError::InvalidRequest(
-                "messages must be an array".into(),
-            ));
+            return Err(RuntimeError::MessagesNotArray);
         }
         let tmpl = self
             .env
@@ -154,15 +152,18 @@ fn arguments_as_objects(messages: &Value) -> Result<std::borrow::Cow<'_, Value>>
             let Some(text) = slot.get("arguments").and_then(Value::as_str) else {
                 continue;
             };
-            let parsed: Value = serde_json::from_str(text).map_err(|e| {
-                RuntimeError::InvalidRequest(format!(
-                    "messages[{i}].tool_calls[{j}]: arguments are not valid JSON ({e})"
-                ))
-            })?;
+            let parsed: Value =
+                serde_json::from_str(text).map_err(|e| RuntimeError::ToolCallArguments {
+                    message: i,
+                    call: j,
+                    reason: format!("are not valid JSON ({e})"),
+                })?;
             if !parsed.is_object() {
-                return Err(RuntimeError::InvalidRequest(format!(
-                    "messages[{i}].tool_calls[{j}]: arguments must be a JSON object"
-                )));
+                return Err(RuntimeError::ToolCallArguments {
+                    message: i,
+                    call: j,
+                    reason: "must be a JSON object".into(),
+                });
             }
             slot["arguments"] = parsed;
         }

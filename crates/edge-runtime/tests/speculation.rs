@@ -228,7 +228,7 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
     assert!(e.unwrap_err().to_string().contains("MTP head"));
     assert!(matches!(
         Speculator::new(&plain, SpecConfig::default()).err(),
-        Some(edge_spec::SpecError::InvalidRequest(_))
+        Some(edge_spec::SpecError::NoMtpHead)
     ));
     let mtp = model("qwen35-tiny-f32");
     for bad in [
@@ -241,7 +241,7 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
         assert!(
             matches!(
                 Speculator::new(&mtp, bad),
-                Err(SpecError::InvalidRequest(_))
+                Err(SpecError::InvalidConfig { .. })
             ),
             "{bad:?}"
         );
@@ -252,7 +252,7 @@ fn speculation_needs_an_mtp_head_and_a_valid_shape() {
         assert!(
             matches!(
                 Engine::new(mtp.clone(), config),
-                Err(RuntimeError::Spec(SpecError::InvalidRequest(_)))
+                Err(RuntimeError::Spec(SpecError::InvalidConfig { .. }))
             ),
             "{bad:?}"
         );
@@ -309,6 +309,9 @@ fn logprobs_and_penalties_decode_token_by_token() {
     bad.logprobs = Some(21);
     assert!(matches!(
         e.generate(&bad),
-        Err(edge_runtime::RuntimeError::InvalidRequest(_))
+        Err(edge_runtime::RuntimeError::TooManyLogprobs {
+            requested: 21,
+            max: 20
+        })
     ));
 }

@@ -34,7 +34,7 @@ pub struct Acceptance {
 /// Checks the shapes (`rows` values given per node, each `width` wide) and returns each
 /// node's children in index order.
 fn children(tree: &DraftTree, rows: usize, width: usize, vocab: usize) -> Result<Vec<Vec<usize>>> {
-    let bad = |msg: String| Err(SpecError::InvalidRequest(format!("draft tree: {msg}")));
+    let bad = |reason: String| Err(SpecError::MalformedTree { reason });
     let nodes = tree.tokens.len();
     if nodes == 0 {
         return bad("no nodes (the root is required)".into());
@@ -132,9 +132,7 @@ pub fn accept_filtered(
     let masked = |filter: &mut dyn RowFilter, node: usize, path: &[u32]| -> Result<Vec<f32>> {
         let mut r = row(node).to_vec();
         match filter.mask(path, &mut r) {
-            0 => Err(SpecError::InvalidRequest(
-                "the constraint allows no token of the target's row".into(),
-            )),
+            0 => Err(SpecError::ConstraintDeadEnd),
             _ => Ok(r),
         }
     };
@@ -184,9 +182,12 @@ fn sampled_walk<'a>(
             p.remove(token);
             rejected = Some(token);
         }
-        let next = p.draw(sampler.uniform()).or(rejected).ok_or_else(|| {
-            SpecError::InvalidRequest("the target's distribution is empty".into())
-        })?;
+        let next = p
+            .draw(sampler.uniform())
+            .or(rejected)
+            .ok_or(SpecError::NothingToSample {
+                reason: "the target's distribution is empty",
+            })?;
         return Ok(Acceptance { path, next });
     }
 }
@@ -277,7 +278,7 @@ mod tests {
         }
         assert!(matches!(
             accept_greedy(&tree(), &[5, 0, 6], 10),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::MalformedTree { .. })
         ));
         assert!(
             accept_greedy(&tree(), &[5; 6], 6).is_err(),
@@ -403,19 +404,19 @@ mod tests {
             DraftTree::default(),
         ] {
             let err = accept(&bad, &logits, 10, &mut s).unwrap_err();
-            assert!(matches!(err, SpecError::InvalidRequest(_)), "{bad:?}");
+            assert!(matches!(err, SpecError::MalformedTree { .. }), "{bad:?}");
         }
         assert!(matches!(
             accept(&ok, &logits[..50], 10, &mut s),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::MalformedTree { .. })
         ));
         assert!(matches!(
             accept(&ok, &logits, 9, &mut s),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::MalformedTree { .. })
         ));
         assert!(matches!(
             accept(&ok, &[], 0, &mut s),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::MalformedTree { .. })
         ));
     }
 
@@ -505,7 +506,7 @@ mod tests {
         only_five[5] = 1.0;
         assert!(matches!(
             accept_filtered(&one, &only_five, 10, &mut greedy(), &mut all),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::ConstraintDeadEnd)
         ));
     }
 }

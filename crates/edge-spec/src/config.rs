@@ -65,7 +65,7 @@ impl SpecConfig {
     /// fit the [`MAX_TREE_ROWS`] rows a tree pass may use.
     pub fn validate(&self) -> Result<()> {
         let (top_k, nodes) = self.shape();
-        let bad = |what: String| Err(SpecError::InvalidRequest(what));
+        let bad = |reason: String| Err(SpecError::InvalidConfig { reason });
         if self.draft_steps == 0 {
             return bad("draft_steps must be at least 1".into());
         }

@@ -51,9 +51,7 @@ impl<B: Backend> Speculator<B> {
     /// A speculator for `model` (which needs an MTP head) with a valid `config`.
     pub fn new(model: &Qwen35Model<B>, config: SpecConfig) -> Result<Self> {
         if model.mtp().is_none() {
-            return Err(SpecError::InvalidRequest(
-                "the model has no MTP head to draft with".into(),
-            ));
+            return Err(SpecError::NoMtpHead);
         }
         config.validate()?;
         Ok(Speculator {
@@ -282,10 +280,7 @@ impl<B: Backend> Speculator<B> {
         seq: SeqId,
         top_k: usize,
     ) -> Result<(TopLogits, B::Buf)> {
-        let p = self
-            .pending
-            .take()
-            .ok_or_else(|| SpecError::InvalidRequest("speculation step before start".into()))?;
+        let p = self.pending.take().ok_or(SpecError::NotStarted)?;
         let batch = StepBatch::single(seq, &p.next, p.first, LogitRows::Top(top_k));
         let out = model.mtp_forward(be, &batch, &p.hidden, cache);
         be.free(p.hidden);

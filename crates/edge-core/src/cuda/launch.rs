@@ -5,7 +5,6 @@
 //! runs, so a wrapper that passes them wrongly fails with a typed error instead of
 //! computing garbage.
 
-use super::cuda_err;
 use super::emulator::{self, HostAllocation, HostKernel};
 use super::slice::{DeviceElem, DeviceSlice, Storage};
 use crate::{CoreError, Result};
@@ -114,7 +113,7 @@ impl<'a> Launch<'a> {
             // SAFETY: the caller's contract (see above) is cudarc's launch contract.
             LaunchImpl::Driver(args) => unsafe { args.launch(cfg.into()) }
                 .map(|_| ())
-                .map_err(cuda_err),
+                .map_err(CoreError::Driver),
             LaunchImpl::Emulated {
                 kernel,
                 values,

@@ -76,10 +76,6 @@ impl std::fmt::Debug for CudaDevice {
     }
 }
 
-pub(crate) fn cuda_err(e: impl std::fmt::Debug) -> CoreError {
-    CoreError::Cuda(format!("{e:?}"))
-}
-
 /// True when the CUDA driver library can be loaded on this machine.
 pub fn driver_available() -> bool {
     // SAFETY: only tries to dlopen the driver library by its known names.
@@ -114,14 +110,14 @@ impl CudaDevice {
                 "the CUDA driver library (libcuda) could not be loaded".into(),
             ));
         }
-        let count = CudaContext::device_count().map_err(cuda_err)?;
+        let count = CudaContext::device_count().map_err(CoreError::Driver)?;
         if ordinal >= count.max(0) as usize {
             return Err(CoreError::DeviceUnavailable(format!(
                 "cuda:{ordinal} requested but {count} GPU(s) are present"
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
-        let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
+        let ctx = CudaContext::new(ordinal).map_err(CoreError::Driver)?;
+        let (major, minor) = ctx.compute_capability().map_err(CoreError::Driver)?;
         let stream = ctx.default_stream();
         Ok(Arc::new(CudaDevice {
             runtime: Runtime::Driver(Driver {
@@ -205,13 +201,13 @@ impl CudaDevice {
                     let ptx = d.cache.ptx(source, d.arch)?;
                     let m = (d.ctx)
                         .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-                        .map_err(cuda_err)?;
+                        .map_err(CoreError::Driver)?;
                     modules.insert(source.name, m.clone());
                     m
                 }
             }
         };
-        let func = module.load_function(function).map_err(cuda_err)?;
+        let func = module.load_function(function).map_err(CoreError::Driver)?;
         Ok(Kernel {
             inner: KernelImpl::Driver(func),
         })
@@ -232,7 +228,9 @@ impl CudaDevice {
     /// Copies host data to a new device buffer.
     pub fn upload<T: DeviceElem>(&self, host: &[T]) -> Result<DeviceSlice<T>> {
         let storage = match &self.runtime {
-            Runtime::Driver(d) => Storage::Driver(d.stream.clone_htod(host).map_err(cuda_err)?),
+            Runtime::Driver(d) => {
+                Storage::Driver(d.stream.clone_htod(host).map_err(CoreError::Driver)?)
+            }
             Runtime::Emulated(_) => {
                 let mut a = HostAllocation::zeroed(host.len())?;
                 a.as_mut_slice().copy_from_slice(host);
@@ -245,7 +243,9 @@ impl CudaDevice {
     /// Allocates a zeroed device buffer.
     pub fn zeros<T: DeviceElem>(&self, len: usize) -> Result<DeviceSlice<T>> {
         let storage = match &self.runtime {
-            Runtime::Driver(d) => Storage::Driver(d.stream.alloc_zeros(len).map_err(cuda_err)?),
+            Runtime::Driver(d) => {
+                Storage::Driver(d.stream.alloc_zeros(len).map_err(CoreError::Driver)?)
+            }
             Runtime::Emulated(_) => Storage::Emulated(HostAllocation::zeroed(len)?),
         };
         Ok(DeviceSlice { storage })
@@ -264,9 +264,10 @@ impl CudaDevice {
     ) -> Result<Vec<T>> {
         check_range("download", &range, dev.len())?;
         match (&self.runtime, &dev.storage) {
-            (Runtime::Driver(d), Storage::Driver(s)) => {
-                d.stream.clone_dtoh(&s.slice(range)).map_err(cuda_err)
-            }
+            (Runtime::Driver(d), Storage::Driver(s)) => d
+                .stream
+                .clone_dtoh(&s.slice(range))
+                .map_err(CoreError::Driver),
             (Runtime::Emulated(_), Storage::Emulated(a)) => Ok(a.as_slice()[range].to_vec()),
             _ => Err(foreign_buffer()),
         }
@@ -285,7 +286,7 @@ impl CudaDevice {
             (Runtime::Driver(d), Storage::Driver(s)) => d
                 .stream
                 .memcpy_htod(host, &mut s.slice_mut(range))
-                .map_err(cuda_err),
+                .map_err(CoreError::Driver),
             (Runtime::Emulated(_), Storage::Emulated(a)) => {
                 a.as_mut_slice()[range].copy_from_slice(host);
                 Ok(())
@@ -309,7 +310,7 @@ impl CudaDevice {
             (Runtime::Driver(d), Storage::Driver(s), Storage::Driver(t)) => d
                 .stream
                 .memcpy_dtod(&s.slice(src_range), &mut t.slice_mut(dst_range))
-                .map_err(cuda_err),
+                .map_err(CoreError::Driver),
             (Runtime::Emulated(_), Storage::Emulated(a), Storage::Emulated(b)) => {
                 b.as_mut_slice()[dst_range].copy_from_slice(&a.as_slice()[src_range]);
                 Ok(())
@@ -341,7 +342,7 @@ impl CudaDevice {
             (Runtime::Driver(d), Storage::Driver(s)) => d
                 .stream
                 .memset_zeros(&mut s.slice_mut(range))
-                .map_err(cuda_err),
+                .map_err(CoreError::Driver),
             (Runtime::Emulated(_), Storage::Emulated(a)) => {
                 a.as_mut_slice()[range].fill(T::default());
                 Ok(())
@@ -353,7 +354,7 @@ impl CudaDevice {
     /// Waits for all queued work on the stream (the emulated device has none).
     pub fn synchronize(&self) -> Result<()> {
         match &self.runtime {
-            Runtime::Driver(d) => d.stream.synchronize().map_err(cuda_err),
+            Runtime::Driver(d) => d.stream.synchronize().map_err(CoreError::Driver),
             Runtime::Emulated(_) => Ok(()),
         }
     }

@@ -130,7 +130,10 @@ impl Nvrtc {
     }
 
     fn open_candidate(candidate: &NvrtcCandidate) -> Result<Nvrtc> {
-        let err = |e: libloading::Error| CoreError::Cuda(e.to_string());
+        let err = |source: libloading::Error| CoreError::Library {
+            path: candidate.library.clone(),
+            source,
+        };
         // SAFETY: loading NVRTC runs only its (side-effect-free) library constructors.
         let lib = unsafe { libloading::Library::new(&candidate.library) }.map_err(err)?;
         /// Copies one entry point out of `lib`.
@@ -318,10 +321,11 @@ impl Nvrtc {
         if status == 0 {
             Ok(())
         } else {
-            Err(CoreError::Cuda(format!(
-                "{call}: {}",
-                self.describe(status)
-            )))
+            Err(CoreError::Nvrtc {
+                call: call.to_string(),
+                status,
+                message: self.describe(status),
+            })
         }
     }
 
@@ -357,8 +361,10 @@ fn open_builtins(
         return Ok(None);
     }
     // SAFETY: the builtins library only registers NVRTC's builtin headers and tables.
-    let lib = unsafe { libloading::Library::new(&path) }
-        .map_err(|e| CoreError::Cuda(format!("{}: {e}", path.display())))?;
+    let lib = unsafe { libloading::Library::new(&path) }.map_err(|source| CoreError::Library {
+        path: path.clone(),
+        source,
+    })?;
     Ok(Some(lib))
 }
 

@@ -86,10 +86,13 @@ impl DeviceAttentionRows {
     pub fn upload(dev: &CudaDevice, rows: AttentionRows) -> Result<Self> {
         rows.check()?;
         if rows.rows() > MAX_ROWS {
-            return Err(ModelError::InvalidInput(format!(
-                "attention: {} query rows in one launch (at most {MAX_ROWS})",
-                rows.rows()
-            )));
+            return Err(ModelError::Unsupported {
+                backend: "cuda",
+                what: format!(
+                    "attention over {} query rows in one launch (at most {MAX_ROWS})",
+                    rows.rows()
+                ),
+            });
         }
         // A zero-length upload is not a valid allocation: keep one padding entry.
         let pad = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
@@ -154,10 +157,13 @@ pub(super) fn attention_pass(
     let host = &rows.host;
     let (kvh, group, dim, block) = (layer.kv_heads, layer.group, layer.head_dim, host.block_size);
     if kvh == 0 || !(1..=MAX_GROUP).contains(&group) || ![32, 64, 128, 256].contains(&dim) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: {kvh} KV heads, group {group}, head_dim {dim} (group 1..={MAX_GROUP}, \
-             head_dim 32/64/128/256)"
-        )));
+        return Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: format!(
+                "{OP} with {kvh} KV heads, group {group}, head_dim {dim} (group \
+                 1..={MAX_GROUP}, head_dim 32/64/128/256)"
+            ),
+        });
     }
     let n = host.rows();
     let heads = kvh * group;
@@ -173,9 +179,12 @@ pub(super) fn attention_pass(
     check_len(OP, "keys", pool * page_elems, stored.0)?;
     check_len(OP, "values", pool * page_elems, stored.1)?;
     if let Some(&bad) = host.table.iter().find(|&&p| p as usize >= pool) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: page {bad} of a pool of {pool}"
-        )));
+        return Err(ModelError::IndexOutOfRange {
+            op: OP,
+            what: "page",
+            index: bad as usize,
+            len: pool,
+        });
     }
     if n == 0 {
         return Ok(());

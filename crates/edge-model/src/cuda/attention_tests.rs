@@ -131,7 +131,7 @@ fn attention_rows_match_reference(on: Device) {
     assert!(
         matches!(
             DeviceAttentionRows::upload(&dev, too_long),
-            Err(crate::ModelError::InvalidInput(_))
+            Err(crate::ModelError::InvalidPlan { .. })
         ),
         "a row past its table"
     );
@@ -147,7 +147,10 @@ fn attention_rows_match_reference(on: Device) {
     };
     let r = attention_rows(&dev, &short, &on_device, &dev.upload(&q).unwrap(), &mut out);
     assert!(
-        matches!(r, Err(crate::ModelError::InvalidInput(_))),
+        matches!(
+            r,
+            Err(crate::ModelError::IndexOutOfRange { what: "page", .. })
+        ),
         "a page outside the pool"
     );
 }
@@ -239,7 +242,7 @@ fn attention_inputs_match_cpu(on: Device) {
         &mut q,
         &mut gate,
     );
-    assert!(matches!(r, Err(crate::ModelError::InvalidInput(_))));
+    assert!(matches!(r, Err(crate::ModelError::Unsupported { .. })));
 }
 
 fn kv_store_and_copies_match_the_host_cache(on: Device) {
@@ -367,7 +370,7 @@ fn kv_store_and_copies_match_the_host_cache(on: Device) {
                 kv_copy_rows(&dev, &mut layer, &moves).unwrap();
                 let bad = kv_copy_rows(&dev, &mut layer, &[(0, (pool * block) as u32)]);
                 assert!(
-                    matches!(bad, Err(crate::ModelError::InvalidInput(_))),
+                    matches!(bad, Err(crate::ModelError::IndexOutOfRange { .. })),
                     "a slot outside the pages"
                 );
                 check(

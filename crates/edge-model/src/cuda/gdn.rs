@@ -97,19 +97,29 @@ impl GdnSpans {
 }
 
 /// Fails unless the slots are distinct and inside a pool of `pool`.
-fn check_slots(op: &str, slots_host: &[u32], pool: usize) -> Result<()> {
+fn check_slots(op: &'static str, slots_host: &[u32], pool: usize) -> Result<()> {
     for (i, &s) in slots_host.iter().enumerate() {
         if s as usize >= pool || slots_host[..i].contains(&s) {
-            return Err(ModelError::InvalidInput(format!(
-                "{op}: slot {s} (of a pool of {pool}) is out of range or used twice"
-            )));
+            return Err(if s as usize >= pool {
+                ModelError::IndexOutOfRange {
+                    op,
+                    what: "state slot",
+                    index: s as usize,
+                    len: pool,
+                }
+            } else {
+                ModelError::OperandMismatch {
+                    op,
+                    reason: format!("state slot {s} is used twice"),
+                }
+            });
         }
     }
     Ok(())
 }
 
 /// Fails unless the head shape is one the kernels take.
-fn check_heads(op: &str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<()> {
+fn check_heads(op: &'static str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<()> {
     if hk == 0
         || !hv.is_multiple_of(hk)
         || dk == 0
@@ -117,17 +127,20 @@ fn check_heads(op: &str, hk: usize, hv: usize, dk: usize, dv: usize) -> Result<(
         || dk > MAX_HEAD_DIM
         || dv > MAX_HEAD_DIM
     {
-        return Err(ModelError::InvalidInput(format!(
-            "{op}: {hk} key heads of {dk} and {hv} value heads of {dv} (value heads a multiple \
-             of key heads, widths 1..={MAX_HEAD_DIM})"
-        )));
+        return Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: format!(
+                "{op} with {hk} key heads of {dk} and {hv} value heads of {dv} (value heads \
+                 a multiple of key heads, widths 1..={MAX_HEAD_DIM})"
+            ),
+        });
     }
     Ok(())
 }
 
 /// The head counts and widths as the kernels' u32s: key heads, value heads, key dim,
 /// value dim.
-fn head_dims(op: &str, heads: GdnHeads) -> Result<[u32; 4]> {
+fn head_dims(op: &'static str, heads: GdnHeads) -> Result<[u32; 4]> {
     Ok([
         dim_u32(op, "key heads", heads.key_heads)?,
         dim_u32(op, "value heads", heads.value_heads)?,
@@ -137,7 +150,7 @@ fn head_dims(op: &str, heads: GdnHeads) -> Result<[u32; 4]> {
 }
 
 /// A block of THREADS per (head, span).
-fn launch_shape(op: &str, heads: u32, spans: usize) -> Result<LaunchConfig> {
+fn launch_shape(op: &'static str, heads: u32, spans: usize) -> Result<LaunchConfig> {
     Ok(LaunchConfig {
         grid_dim: (heads, dim_u32(op, "spans", spans)?, 1),
         block_dim: (THREADS, 1, 1),
@@ -174,10 +187,13 @@ pub fn gdn_conv(
     let channels = 2 * hk * dk + hv * dv;
     let kernel = taps.len() / channels;
     if kernel == 0 || kernel > MAX_CONV_KERNEL || taps.len() != kernel * channels {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: {} taps are not 1..={MAX_CONV_KERNEL} rows of the {channels} channels",
-            taps.len()
-        )));
+        return Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: format!(
+                "{OP} with {} taps (1..={MAX_CONV_KERNEL} rows of the {channels} channels)",
+                taps.len()
+            ),
+        });
     }
     let rows = spans.host.rows();
     check_len(OP, "qkv", rows * channels, qkv.len())?;

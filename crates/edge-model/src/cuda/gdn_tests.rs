@@ -198,7 +198,7 @@ fn gdn_recurrence_matches_cpu(on: Device) {
             assert!(
                 matches!(
                     GdnSpans::upload(dev, twice),
-                    Err(crate::ModelError::InvalidInput(_))
+                    Err(crate::ModelError::InvalidPlan { .. })
                 ),
                 "a slot used twice"
             );
@@ -209,7 +209,7 @@ fn gdn_recurrence_matches_cpu(on: Device) {
             let outside = GdnSpans::upload(dev, outside).unwrap();
             let r = gdn_recurrence(dev, layer, sd, &outside, x, out);
             assert!(
-                matches!(r, Err(crate::ModelError::InvalidInput(_))),
+                matches!(r, Err(crate::ModelError::IndexOutOfRange { index: 9, .. })),
                 "a slot outside the pool"
             );
         },

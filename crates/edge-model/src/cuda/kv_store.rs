@@ -59,13 +59,16 @@ pub struct KvLayerMut<'a> {
 
 impl KvLayerMut<'_> {
     /// Cache slots the pages hold, after checking keys and values hold whole pages.
-    fn slots(&self, op: &str) -> Result<usize> {
+    fn slots(&self, op: &'static str) -> Result<usize> {
         let page = self.kv_heads * self.block_size * self.head_dim;
         if page == 0 {
-            return Err(ModelError::InvalidInput(format!(
-                "{op}: {} KV heads of {}, {} rows a page",
-                self.kv_heads, self.head_dim, self.block_size
-            )));
+            return Err(ModelError::OperandMismatch {
+                op,
+                reason: format!(
+                    "{} KV heads of {}, {} rows a page",
+                    self.kv_heads, self.head_dim, self.block_size
+                ),
+            });
         }
         let (k, v) = match &self.pages {
             KvPagesMut::Fp8 { keys, values, .. } => (keys.len(), values.len()),
@@ -91,19 +94,25 @@ pub fn kv_store(
     let slots = layer.slots(OP)?;
     let host = rows.host();
     if host.block_size != layer.block_size {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: rows planned for pages of {}, the cache has {}",
-            host.block_size, layer.block_size
-        )));
+        return Err(ModelError::OperandMismatch {
+            op: OP,
+            reason: format!(
+                "rows planned for pages of {}, the cache has {}",
+                host.block_size, layer.block_size
+            ),
+        });
     }
     let n = host.rows();
     let width = layer.kv_heads * layer.head_dim;
     check_len(OP, "k", n * width, k.len())?;
     check_len(OP, "v", n * width, v.len())?;
     if let Some(&bad) = host.stores.iter().find(|&&s| s as usize >= slots) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: cache slot {bad} of {slots}"
-        )));
+        return Err(ModelError::IndexOutOfRange {
+            op: OP,
+            what: "cache slot",
+            index: bad as usize,
+            len: slots,
+        });
     }
     if n == 0 {
         return Ok(());
@@ -196,9 +205,13 @@ pub fn kv_copy_rows(
         .iter()
         .find(|&&(a, b)| a as usize >= slots || b as usize >= slots)
     {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: move {bad:?} outside {slots} cache slots"
-        )));
+        let (from, to) = bad;
+        return Err(ModelError::IndexOutOfRange {
+            op: OP,
+            what: "cache slot of a move",
+            index: (from as usize).max(to as usize),
+            len: slots,
+        });
     }
     if moves.is_empty() {
         return Ok(());

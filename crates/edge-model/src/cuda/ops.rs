@@ -1,8 +1,9 @@
 //! Launch wrappers of `kernels/model/elementwise.cu`.
 //!
 //! Every wrapper checks its buffers' lengths against the shape it is given and returns
-//! [`ModelError::InvalidInput`] before launching anything; CUDA failures arrive as
-//! [`ModelError::Core`].
+//! a typed error ([`ModelError::OperandLength`], [`ModelError::RowWidth`],
+//! [`ModelError::IndexOutOfRange`], [`ModelError::TokenOutOfVocab`]) before launching
+//! anything; CUDA failures arrive as [`ModelError::Core`].
 
 use crate::backend::Gate;
 use crate::kernel_sources::ELEMENTWISE;
@@ -19,13 +20,21 @@ const ROW_THREADS: u32 = 256;
 const EW_MAX_BLOCKS: usize = 4096;
 
 /// Fails unless `got == want` for the buffer `what` of `op`.
-pub(super) fn check_len(op: &str, what: &str, want: usize, got: usize) -> Result<()> {
+pub(super) fn check_len(
+    op: &'static str,
+    what: &'static str,
+    want: usize,
+    got: usize,
+) -> Result<()> {
     if want == got {
         Ok(())
     } else {
-        Err(ModelError::InvalidInput(format!(
-            "{op}: {what} holds {got} values, expected {want}"
-        )))
+        Err(ModelError::OperandLength {
+            op,
+            what,
+            got,
+            expected: want,
+        })
     }
 }
 
@@ -100,10 +109,11 @@ pub fn concat_rows(
 ) -> Result<()> {
     const OP: &str = "concat_rows";
     if width == 0 || !a.len().is_multiple_of(width) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: {} values are not rows of width {width}",
-            a.len()
-        )));
+        return Err(ModelError::RowWidth {
+            op: OP,
+            len: a.len(),
+            width,
+        });
     }
     let rows = a.len() / width;
     check_len(OP, "b", a.len(), b.len())?;
@@ -134,9 +144,12 @@ pub fn gather_rows(
     check_len(OP, "out", rows_host.len() * width, out.len())?;
     let have = x.len().checked_div(width).unwrap_or(0);
     if let Some(&bad) = rows_host.iter().find(|&&r| r as usize >= have) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: row {bad} of a {have}-row buffer"
-        )));
+        return Err(ModelError::IndexOutOfRange {
+            op: OP,
+            what: "row",
+            index: bad as usize,
+            len: have,
+        });
     }
     if out.is_empty() {
         return Ok(());
@@ -169,9 +182,7 @@ pub fn embed_bf16(
     check_len(OP, "out", ids_host.len() * width, out.len())?;
     let vocab = table.len().checked_div(width).unwrap_or(0);
     if let Some(&bad) = ids_host.iter().find(|&&t| t as usize >= vocab) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: token id {bad} is outside the vocabulary of {vocab}"
-        )));
+        return Err(ModelError::TokenOutOfVocab { token: bad, vocab });
     }
     if out.is_empty() {
         return Ok(());
@@ -189,11 +200,9 @@ pub fn embed_bf16(
 }
 
 /// Rows of `x` as a multiple of `width`, as u32 (a grid dimension).
-pub(super) fn rows_of(op: &str, len: usize, width: usize) -> Result<u32> {
+pub(super) fn rows_of(op: &'static str, len: usize, width: usize) -> Result<u32> {
     if width == 0 || !len.is_multiple_of(width) {
-        return Err(ModelError::InvalidInput(format!(
-            "{op}: {len} values are not rows of width {width}"
-        )));
+        return Err(ModelError::RowWidth { op, len, width });
     }
     dim_u32(op, "rows", len / width)
 }

@@ -47,10 +47,13 @@ pub fn attention_inputs(
     let (h, hkv, d) = (layer.heads, layer.kv_heads, layer.head_dim);
     let half = layer.inv_freq.len();
     if h == 0 || hkv == 0 || d == 0 || d % 2 != 0 || d > MAX_DIM || 2 * half > d {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: {h} heads, {hkv} KV heads of {d} with {half} rotary pairs (an even \
-             head_dim of at most {MAX_DIM})"
-        )));
+        return Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: format!(
+                "{OP} with {h} heads, {hkv} KV heads of {d} and {half} rotary pairs (an \
+                 even head_dim of at most {MAX_DIM})"
+            ),
+        });
     }
     let rows = positions.len();
     check_len(OP, "qg", rows * h * 2 * d, qg.len())?;

@@ -69,9 +69,13 @@ pub fn top_k(
     const OP: &str = "top_k";
     let rows = rows_of(OP, logits.len(), vocab)?;
     if !((1..=MAX_TOP_K).contains(&k) && temperature.is_finite() && temperature > 0.0) {
-        return Err(ModelError::InvalidInput(format!(
-            "{OP}: k = {k} (1..={MAX_TOP_K}), temperature {temperature} (finite, > 0)"
-        )));
+        return Err(ModelError::Unsupported {
+            backend: "cuda",
+            what: format!(
+                "{OP} with k = {k} (1..={MAX_TOP_K}) and temperature {temperature} (finite, \
+                 > 0)"
+            ),
+        });
     }
     let n = rows as usize;
     let mut values = dev.zeros::<f32>((n * k).max(1))?;

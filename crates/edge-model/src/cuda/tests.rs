@@ -88,10 +88,18 @@ fn elementwise_ops_match_cpu(on: Device) {
         .flat_map(|&r| a[r as usize * w..][..w].to_vec())
         .collect();
     assert_eq!(dev.download(&out).unwrap(), want, "gather_rows");
-    let bad = [5u32];
+    // As many rows as `out` holds, one past the end of `a`.
+    let bad = [5u32; 4];
     let r = gather_rows(&dev, &ad, w, &dev.upload(&bad).unwrap(), &bad, &mut out);
     assert!(
-        matches!(r, Err(crate::ModelError::InvalidInput(_))),
+        matches!(
+            r,
+            Err(crate::ModelError::IndexOutOfRange {
+                what: "row",
+                index: 5,
+                ..
+            })
+        ),
         "row past the end"
     );
 
@@ -112,10 +120,16 @@ fn elementwise_ops_match_cpu(on: Device) {
         })
         .collect();
     assert_eq!(dev.download(&out).unwrap(), want, "embed");
-    let bad = [50u32];
+    let bad = [50u32; 3];
     let r = embed_bf16(&dev, &td, w, &dev.upload(&bad).unwrap(), &bad, &mut out);
     assert!(
-        matches!(r, Err(crate::ModelError::InvalidInput(_))),
+        matches!(
+            r,
+            Err(crate::ModelError::TokenOutOfVocab {
+                token: 50,
+                vocab: 50
+            })
+        ),
         "id past the vocabulary"
     );
 }
@@ -218,7 +232,7 @@ fn top_k_matches_a_sort(on: Device) {
     }
     let bad = top_k(&dev, &dev.upload(&logits).unwrap(), vocab, 300, 1.0);
     assert!(
-        matches!(bad, Err(crate::ModelError::InvalidInput(_))),
+        matches!(bad, Err(crate::ModelError::Unsupported { .. })),
         "k past MAX_TOP_K"
     );
 }

@@ -16,9 +16,7 @@ use std::sync::Arc;
 /// observed maxima.
 pub fn calibrate(dir: &Path, prompts: &[Vec<u32>]) -> Result<CalibrationScales> {
     if prompts.iter().all(|p| p.is_empty()) {
-        return Err(ModelError::InvalidInput(
-            "calibration needs at least one non-empty prompt".into(),
-        ));
+        return Err(ModelError::NoCalibrationPrompts);
     }
     let mut model = Qwen35Model::load(dir, ActivationMode::None)?;
     let linears: Vec<(String, Arc<AmaxObserver>)> = model

@@ -30,9 +30,11 @@ impl std::str::FromStr for QuantFormat {
         match s {
             "nvfp4" => Ok(QuantFormat::Nvfp4),
             "fp8" => Ok(QuantFormat::Fp8),
-            _ => Err(crate::ModelError::InvalidInput(format!(
-                "unknown format `{s}` (expected nvfp4 or fp8)"
-            ))),
+            _ => Err(crate::ModelError::UnknownValue {
+                what: "format",
+                value: s.to_string(),
+                expected: "nvfp4 or fp8",
+            }),
         }
     }
 }

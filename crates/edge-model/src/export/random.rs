@@ -71,9 +71,10 @@ fn nvfp4_tensors(
     rng: &mut SeededRng,
 ) -> Result<Vec<Tensor>> {
     if !cols.is_multiple_of(16) {
-        return Err(ModelError::InvalidInput(format!(
-            "{prefix}: NVFP4 needs in_features divisible by 16, the config gives {cols}"
-        )));
+        return Err(ModelError::Nvfp4Width {
+            tensor: prefix.to_string(),
+            in_features: cols,
+        });
     }
     let codes = rng.bytes(rows * cols / 2);
     let global = (1.0 / cols as f32).sqrt() / E2M1_RMS;

@@ -23,7 +23,8 @@
 //!   and the FP8 KV cache.
 //!
 //! Every wrapper checks shapes and scales and returns a [`QuantError`] before anything is
-//! launched; CUDA failures arrive as [`QuantError::Core`] wrapping [`edge_core::CoreError::Cuda`].
+//! launched; CUDA failures arrive as [`QuantError::Core`] wrapping a CUDA
+//! [`edge_core::CoreError`] (`Driver`, with cudarc's error as its source, or `Cuda`).
 
 mod bf16;
 mod fp8;

@@ -165,9 +165,7 @@ impl<B: Backend> Active<B> {
         }
         let mut masked = row.to_vec();
         if constraint.mask(state, &mut masked, stops) == 0 {
-            return Err(RuntimeError::InvalidRequest(
-                "no token of the vocabulary continues the tool call the grammar allows".into(),
-            ));
+            return Err(RuntimeError::ToolGrammarDeadEnd);
         }
         Ok(self.sampler.sample(&masked)?)
     }

@@ -28,28 +28,25 @@ impl<B: Backend> Engine<B> {
         let c = self.model.config();
         let (len, ctx) = (req.prompt.len(), c.max_position_embeddings);
         if len == 0 {
-            return Err(RuntimeError::InvalidRequest("the prompt is empty".into()));
+            return Err(RuntimeError::EmptyPrompt);
         }
         if let Some(&bad) = req.prompt.iter().find(|&&t| t as usize >= c.vocab_size) {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "token id {bad} is outside the vocabulary of {}",
-                c.vocab_size
-            )));
+            return Err(RuntimeError::TokenOutOfVocab {
+                token: bad,
+                vocab: c.vocab_size,
+            });
         }
         if len >= ctx {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "the prompt has {len} tokens; the model's context is {ctx}, leaving no room to generate"
-            )));
+            return Err(RuntimeError::PromptPastContext { len, context: ctx });
         }
         if let Some(&p) = req.reuse_points.iter().find(|&&p| p == 0 || p > len) {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "reuse point {p} is outside the prompt of {len} tokens"
-            )));
+            return Err(RuntimeError::ReusePointOutsidePrompt { point: p, len });
         }
         if let Some(n) = req.logprobs.filter(|&n| n > MAX_TOP_LOGPROBS) {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "at most {MAX_TOP_LOGPROBS} alternatives per token, not {n}"
-            )));
+            return Err(RuntimeError::TooManyLogprobs {
+                requested: n,
+                max: MAX_TOP_LOGPROBS,
+            });
         }
         let mut sampler = Sampler::new(req.sampling)?;
         sampler.set_prompt(&req.prompt);

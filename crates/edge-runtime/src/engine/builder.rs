@@ -259,9 +259,11 @@ impl EngineBuilder {
 /// Why [`EngineBuilder::build`] refuses a CUDA device.
 fn not_a_cpu_engine(device: Device) -> RuntimeError {
     if cfg!(feature = "cuda") {
-        RuntimeError::InvalidRequest(format!(
-            "device {device}: build() makes a CPU engine; use build_cuda() or spawn()"
-        ))
+        RuntimeError::InvalidConfig {
+            reason: format!(
+                "device {device}: build() makes a CPU engine; use build_cuda() or spawn()"
+            ),
+        }
     } else {
         RuntimeError::Core(edge_core::CoreError::DeviceUnavailable(format!(
             "device {device}: this build has no CUDA support (build with the `cuda` feature)"

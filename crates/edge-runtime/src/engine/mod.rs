@@ -50,9 +50,11 @@ impl std::str::FromStr for ReusePolicy {
         match s {
             "exact" => Ok(ReusePolicy::Exact),
             "longest" => Ok(ReusePolicy::Longest),
-            _ => Err(RuntimeError::InvalidRequest(format!(
-                "unknown reuse policy `{s}` (expected exact or longest)"
-            ))),
+            _ => Err(RuntimeError::UnknownValue {
+                what: "reuse policy",
+                value: s.to_string(),
+                expected: "exact or longest",
+            }),
         }
     }
 }
@@ -148,15 +150,13 @@ impl<B: Backend> Engine<B> {
         config: EngineConfig,
     ) -> Result<Self> {
         if config.prefill_chunk == 0 || config.max_sequences == 0 {
-            return Err(RuntimeError::InvalidRequest(
-                "the prefill chunk and the sequence limit must be at least 1".into(),
-            ));
+            return Err(RuntimeError::InvalidConfig {
+                reason: "the prefill chunk and the sequence limit must be at least 1".into(),
+            });
         }
         if let Some(spec) = config.speculation {
             if model.mtp().is_none() {
-                return Err(RuntimeError::InvalidRequest(
-                    "speculation needs a model with an MTP head (mtp.* tensors)".into(),
-                ));
+                return Err(edge_spec::SpecError::NoMtpHead.into());
             }
             spec.validate()?;
         }
@@ -253,7 +253,7 @@ impl<B: Backend> Engine<B> {
         }
         let finished = result.lock().unwrap_or_else(|p| p.into_inner()).take();
         finished.unwrap_or_else(|| {
-            Err(RuntimeError::InvalidRequest(
+            Err(RuntimeError::Internal(
                 "the request ended without a result".into(),
             ))
         })

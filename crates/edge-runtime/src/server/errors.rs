@@ -94,10 +94,23 @@ impl ApiError {
 
 /// The status of an engine error: the request's fault (400), the server's capacity
 /// now (429, 503), or the server's own failure (500). Exhaustive over this crate's
-/// errors, so a new variant must choose.
+/// errors, so a new variant must choose; the wrapped errors of other crates are
+/// matched variant by variant too, with a 500 fallback for variants they add later.
 fn status_of(e: &RuntimeError) -> StatusCode {
     match e {
-        RuntimeError::InvalidRequest(_)
+        RuntimeError::EmptyPrompt
+        | RuntimeError::TokenOutOfVocab { .. }
+        | RuntimeError::PromptPastContext { .. }
+        | RuntimeError::ReusePointOutsidePrompt { .. }
+        | RuntimeError::TooManyLogprobs { .. }
+        | RuntimeError::ToolsNotArray
+        | RuntimeError::NoToolFunctions
+        | RuntimeError::TooManyTools { .. }
+        | RuntimeError::UnknownTool { .. }
+        | RuntimeError::ToolGrammarDeadEnd
+        | RuntimeError::MessagesNotArray
+        | RuntimeError::ToolCallArguments { .. }
+        | RuntimeError::UnknownValue { .. }
         | RuntimeError::ExceedsCache { .. }
         | RuntimeError::Template(_)
         | RuntimeError::Tokenizer(_) => StatusCode::BAD_REQUEST,
@@ -105,12 +118,7 @@ fn status_of(e: &RuntimeError) -> StatusCode {
         RuntimeError::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
         RuntimeError::Cache(c) => cache_status(c),
         RuntimeError::Model(m) => model_status(m),
-        RuntimeError::Spec(s) => match s {
-            edge_spec::SpecError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            edge_spec::SpecError::Model(m) => model_status(m),
-            edge_spec::SpecError::Cache(c) => cache_status(c),
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        },
+        RuntimeError::Spec(s) => spec_status(s),
         // A step's failure is never the request's input (admission checked it): the
         // cache running short is capacity, anything else (a device error) ours.
         RuntimeError::Forward(m) => match &**m {
@@ -120,19 +128,69 @@ fn status_of(e: &RuntimeError) -> StatusCode {
             ) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         },
-        RuntimeError::Demo(_)
+        RuntimeError::InvalidConfig { .. }
+        | RuntimeError::Demo(_)
         | RuntimeError::Server(_)
         | RuntimeError::Core(_)
         | RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
-/// A model error: bad input is the request's, the rest (a checkpoint, a device) ours.
+/// A model error: bad input (a token, position or batch the model cannot run) is the
+/// request's; the rest (a checkpoint, an operation the backend lacks, a broken plan, a
+/// device) ours.
 fn model_status(e: &edge_model::ModelError) -> StatusCode {
     use edge_model::ModelError;
     match e {
-        ModelError::InvalidInput(_) | ModelError::Unsupported { .. } => StatusCode::BAD_REQUEST,
+        ModelError::EmptyBatch
+        | ModelError::TokenOutOfVocab { .. }
+        | ModelError::PastContext { .. }
+        | ModelError::PositionGap { .. }
+        | ModelError::MalformedBatch { .. }
+        | ModelError::NoMtpHead
+        | ModelError::UnknownValue { .. }
+        | ModelError::NoCalibrationPrompts => StatusCode::BAD_REQUEST,
         ModelError::Cache(c) => cache_status(c),
+        ModelError::Io { .. }
+        | ModelError::Json { .. }
+        | ModelError::Config { .. }
+        | ModelError::Checkpoint { .. }
+        | ModelError::MissingTensor { .. }
+        | ModelError::TensorShape { .. }
+        | ModelError::TensorDType { .. }
+        | ModelError::Nvfp4Width { .. }
+        | ModelError::Unsupported { .. }
+        | ModelError::OperandLength { .. }
+        | ModelError::RowWidth { .. }
+        | ModelError::IndexOutOfRange { .. }
+        | ModelError::OperandMismatch { .. }
+        | ModelError::ExceedsU32 { .. }
+        | ModelError::InvalidPlan { .. }
+        | ModelError::Quant(_)
+        | ModelError::Core(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // Variants added to edge-model later (the enum is `#[non_exhaustive]`).
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A speculation error: bad sampling parameters or tools whose grammar cannot go on
+/// are the request's; a configuration, a malformed draft or nothing to sample (NaN
+/// logits) ours.
+fn spec_status(e: &edge_spec::SpecError) -> StatusCode {
+    use edge_spec::SpecError;
+    match e {
+        SpecError::InvalidSampling { .. } | SpecError::ConstraintDeadEnd => StatusCode::BAD_REQUEST,
+        SpecError::Model(m) => model_status(m),
+        SpecError::Cache(c) => cache_status(c),
+        SpecError::InvalidConfig { .. }
+        | SpecError::NoMtpHead
+        | SpecError::MalformedTree { .. }
+        | SpecError::NothingToSample { .. }
+        | SpecError::CandidateMismatch { .. }
+        | SpecError::NeedsFullRow
+        | SpecError::NotStarted
+        | SpecError::Core(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        // Variants added to edge-spec later (the enum is `#[non_exhaustive]`).
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -191,7 +249,7 @@ mod tests {
         let down = ApiError::from(RuntimeError::ShutDown);
         assert_eq!(down.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(down.body()["error"]["code"], "shutting_down");
-        let bad = ApiError::from(RuntimeError::InvalidRequest("x".into()));
+        let bad = ApiError::from(RuntimeError::EmptyPrompt);
         assert_eq!(bad.status, StatusCode::BAD_REQUEST);
         assert!(bad.body()["error"]["param"].is_null());
     }
@@ -217,7 +275,7 @@ mod tests {
                 503,
             ),
             (
-                RuntimeError::Model(ModelError::InvalidInput("token".into())),
+                RuntimeError::Model(ModelError::TokenOutOfVocab { token: 9, vocab: 8 }),
                 400,
             ),
             (RuntimeError::Model(ModelError::Cache(over(50))), 503),
@@ -227,12 +285,13 @@ mod tests {
                 RuntimeError::Forward(Arc::new(ModelError::Cache(over(50)))),
                 503,
             ),
+            (RuntimeError::Forward(Arc::new(ModelError::EmptyBatch)), 500),
             (
-                RuntimeError::Forward(Arc::new(ModelError::InvalidInput("x".into()))),
-                500,
-            ),
-            (
-                RuntimeError::Spec(edge_spec::SpecError::InvalidRequest("k".into())),
+                RuntimeError::Spec(edge_spec::SpecError::InvalidSampling {
+                    param: "top_p",
+                    value: 0.0,
+                    expected: "in (0, 1]",
+                }),
                 400,
             ),
             (
@@ -240,6 +299,83 @@ mod tests {
                 500,
             ),
             (RuntimeError::Internal("no logits".into()), 500),
+            // The request's input, by cause.
+            (RuntimeError::EmptyPrompt, 400),
+            (
+                RuntimeError::TokenOutOfVocab {
+                    token: 300,
+                    vocab: 265,
+                },
+                400,
+            ),
+            (
+                RuntimeError::PromptPastContext {
+                    len: 10,
+                    context: 10,
+                },
+                400,
+            ),
+            (
+                RuntimeError::ReusePointOutsidePrompt { point: 0, len: 4 },
+                400,
+            ),
+            (
+                RuntimeError::TooManyLogprobs {
+                    requested: 30,
+                    max: 20,
+                },
+                400,
+            ),
+            (RuntimeError::UnknownTool { name: "x".into() }, 400),
+            (RuntimeError::ToolGrammarDeadEnd, 400),
+            (
+                RuntimeError::ExceedsCache {
+                    rows: 100,
+                    max_rows: 10,
+                },
+                400,
+            ),
+            (
+                RuntimeError::Model(ModelError::PastContext {
+                    tokens: 4,
+                    first: 8,
+                    end: 12,
+                    context: 10,
+                }),
+                400,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::ConstraintDeadEnd),
+                400,
+            ),
+            // The server's own setup or failure.
+            (RuntimeError::InvalidConfig { reason: "x".into() }, 500),
+            (
+                RuntimeError::Model(ModelError::InvalidPlan {
+                    op: "gdn rows",
+                    reason: "x".into(),
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Model(ModelError::Unsupported {
+                    backend: "cuda",
+                    what: "x".into(),
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Spec(edge_spec::SpecError::NothingToSample {
+                    reason: "every logit is NaN",
+                }),
+                500,
+            ),
+            (
+                RuntimeError::Forward(Arc::new(ModelError::Core(
+                    edge_core::CoreError::DeviceUnavailable("lost".into()),
+                ))),
+                500,
+            ),
         ];
         for (e, status) in cases {
             let text = e.to_string();

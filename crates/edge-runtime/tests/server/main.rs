@@ -7,6 +7,7 @@ mod access;
 mod admission;
 mod cancel;
 mod constrained;
+mod device_errors;
 mod lifecycle;
 mod logprobs;
 mod support;

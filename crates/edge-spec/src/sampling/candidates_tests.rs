@@ -131,7 +131,7 @@ fn penalties_and_bad_candidates() {
     let bad = Candidates { ids: &[1], ..c };
     assert!(matches!(
         s.distribution_from_candidates(&bad),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::CandidateMismatch { ids: 1, .. })
     ));
     let empty = Candidates {
         ids: &[],
@@ -189,7 +189,7 @@ fn sampling_from_the_top_tokens_needs_top_k_and_no_penalty() {
     assert!(!open.top_tokens_suffice());
     assert!(matches!(
         open.sample_top(&row),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::NeedsFullRow)
     ));
     let penalised = SamplingParams {
         repetition_penalty: 1.2,
@@ -197,7 +197,7 @@ fn sampling_from_the_top_tokens_needs_top_k_and_no_penalty() {
     };
     assert!(matches!(
         Sampler::new(penalised).unwrap().sample_top(&row),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::NeedsFullRow)
     ));
     // Greedy needs neither: the first candidate.
     assert_eq!(

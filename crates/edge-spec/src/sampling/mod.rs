@@ -64,38 +64,44 @@ impl SamplingParams {
     /// Checks ranges, returning a typed error naming the bad parameter.
     pub fn validate(&self) -> Result<()> {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            return Err(SpecError::InvalidRequest(format!(
-                "temperature must be a finite number ≥ 0, got {}",
-                self.temperature
-            )));
+            return Err(SpecError::InvalidSampling {
+                param: "temperature",
+                value: self.temperature,
+                expected: "a finite number ≥ 0",
+            });
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(SpecError::InvalidRequest(format!(
-                "top_p must be in (0, 1], got {}",
-                self.top_p
-            )));
+            return Err(SpecError::InvalidSampling {
+                param: "top_p",
+                value: self.top_p,
+                expected: "in (0, 1]",
+            });
         }
         if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(SpecError::InvalidRequest(format!(
-                "min_p must be in [0, 1], got {}",
-                self.min_p
-            )));
+            return Err(SpecError::InvalidSampling {
+                param: "min_p",
+                value: self.min_p,
+                expected: "in [0, 1]",
+            });
         }
         for (name, v) in [
             ("presence_penalty", self.presence_penalty),
             ("frequency_penalty", self.frequency_penalty),
         ] {
             if !(-2.0..=2.0).contains(&v) {
-                return Err(SpecError::InvalidRequest(format!(
-                    "{name} must be in [-2, 2], got {v}"
-                )));
+                return Err(SpecError::InvalidSampling {
+                    param: name,
+                    value: v,
+                    expected: "in [-2, 2]",
+                });
             }
         }
         if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
-            return Err(SpecError::InvalidRequest(format!(
-                "repetition_penalty must be a finite number > 0, got {}",
-                self.repetition_penalty
-            )));
+            return Err(SpecError::InvalidSampling {
+                param: "repetition_penalty",
+                value: self.repetition_penalty,
+                expected: "a finite number > 0",
+            });
         }
         Ok(())
     }
@@ -206,7 +212,9 @@ impl Sampler {
     /// penalised logits. NaN logits are never chosen. Consumes no randomness.
     pub fn distribution(&self, logits: &[f32]) -> Result<Distribution> {
         if logits.is_empty() {
-            return Err(SpecError::InvalidRequest("empty logits".into()));
+            return Err(SpecError::NothingToSample {
+                reason: "empty logits",
+            });
         }
         let logits = self.history.apply(&self.params, logits);
         let logits = &logits[..];
@@ -224,7 +232,9 @@ impl Sampler {
             .map(|(i, &l)| (u64::from(!order_bits(l)) << 32) | i as u64)
             .collect();
         if keys.is_empty() {
-            return Err(SpecError::InvalidRequest("every logit is NaN".into()));
+            return Err(SpecError::NothingToSample {
+                reason: "every logit is NaN",
+            });
         }
         keys.sort_unstable();
         if self.params.top_k > 0 {
@@ -247,11 +257,10 @@ impl Sampler {
     /// neither `min_p` nor `top_p` cuts inside them.
     pub fn distribution_from_candidates(&self, c: &Candidates<'_>) -> Result<Option<Distribution>> {
         if c.ids.len() != c.logits.len() {
-            return Err(SpecError::InvalidRequest(format!(
-                "{} candidate ids for {} logits",
-                c.ids.len(),
-                c.logits.len()
-            )));
+            return Err(SpecError::CandidateMismatch {
+                ids: c.ids.len(),
+                logits: c.logits.len(),
+            });
         }
         if self.params.has_penalties() {
             return Ok(None);
@@ -264,7 +273,9 @@ impl Sampler {
             }));
         }
         if c.ids.is_empty() {
-            return Err(SpecError::InvalidRequest("every logit is NaN".into()));
+            return Err(SpecError::NothingToSample {
+                reason: "every logit is NaN",
+            });
         }
         let k = self.params.top_k;
         if c.complete || (k > 0 && k <= c.ids.len()) {
@@ -371,9 +382,7 @@ impl Sampler {
     /// ([`Sampler::top_tokens_suffice`] is false).
     pub fn sample_top(&mut self, top: &TopLogits) -> Result<u32> {
         if !self.is_greedy() && !self.top_tokens_suffice() {
-            return Err(SpecError::InvalidRequest(
-                "sampling needs the full row without top_k or with penalties".into(),
-            ));
+            return Err(SpecError::NeedsFullRow);
         }
         let candidates = Candidates {
             ids: &top.ids,
@@ -385,9 +394,7 @@ impl Sampler {
         };
         let dist = self
             .distribution_from_candidates(&candidates)?
-            .ok_or_else(|| {
-                SpecError::InvalidRequest("the top tokens do not determine the distribution".into())
-            })?;
+            .ok_or(SpecError::NeedsFullRow)?;
         self.draw(&dist)
     }
 
@@ -398,7 +405,8 @@ impl Sampler {
         } else {
             self.uniform()
         };
-        dist.draw(u)
-            .ok_or_else(|| SpecError::InvalidRequest("no token to sample".into()))
+        dist.draw(u).ok_or(SpecError::NothingToSample {
+            reason: "no token to sample",
+        })
     }
 }

@@ -53,24 +53,24 @@ fn top_k_and_top_p_restrict_choices() {
 
 #[test]
 fn bad_params_are_errors() {
-    for p in [
-        params(-1.0, 0, 1.0, 0),
-        params(f32::NAN, 0, 1.0, 0),
-        params(0.0, 0, 0.0, 0),
+    for (p, param) in [
+        (params(-1.0, 0, 1.0, 0), "temperature"),
+        (params(f32::NAN, 0, 1.0, 0), "temperature"),
+        (params(0.0, 0, 0.0, 0), "top_p"),
     ] {
         assert!(matches!(
             Sampler::new(p),
-            Err(crate::SpecError::InvalidRequest(_))
+            Err(crate::SpecError::InvalidSampling { param: got, .. }) if got == param
         ));
     }
     let mut s = Sampler::new(SamplingParams::default()).unwrap();
     assert!(matches!(
         s.sample(&[]),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::NothingToSample { .. })
     ));
     assert!(matches!(
         s.distribution(&[]),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::NothingToSample { .. })
     ));
 }
 
@@ -96,7 +96,7 @@ fn distribution_is_sorted_normalised_and_cut() {
     assert_eq!(s.distribution(&[f32::NAN, 1.0]).unwrap().tokens, vec![1]);
     assert!(matches!(
         s.distribution(&[f32::NAN]),
-        Err(crate::SpecError::InvalidRequest(_))
+        Err(crate::SpecError::NothingToSample { .. })
     ));
 }
 
@@ -261,7 +261,7 @@ fn penalties_follow_their_definitions() {
         },
     ] {
         assert!(
-            matches!(Sampler::new(bad), Err(SpecError::InvalidRequest(_))),
+            matches!(Sampler::new(bad), Err(SpecError::InvalidSampling { .. })),
             "{bad:?}"
         );
     }

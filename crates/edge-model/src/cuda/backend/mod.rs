@@ -120,41 +120,48 @@ impl CudaBackend {
 /// The operands of an operation, all empty (a zero-row call: nothing to launch) or all
 /// allocated.
 fn operands<'a, const N: usize>(
-    op: &str,
+    op: &'static str,
     bufs: [&'a DeviceBuf; N],
 ) -> Result<Option<[&'a DeviceSlice<f32>; N]>> {
     let present = bufs.iter().filter(|b| !b.is_empty()).count();
     match present {
         0 => Ok(None),
         n if n == N => Ok(Some(bufs.map(|b| b.slice().expect("non-empty")))),
-        _ => Err(ModelError::InvalidInput(format!(
-            "{op}: some operands are empty and others not ({:?})",
-            bufs.map(DeviceBuf::len)
-        ))),
+        _ => Err(ModelError::OperandMismatch {
+            op,
+            reason: format!(
+                "some operands are empty and others not ({:?})",
+                bufs.map(DeviceBuf::len)
+            ),
+        }),
     }
 }
 
 /// The written operand of an operation whose inputs are allocated.
-fn written<'a>(op: &str, buf: &'a mut DeviceBuf) -> Result<&'a mut DeviceSlice<f32>> {
-    buf.slice_mut().ok_or_else(|| {
-        ModelError::InvalidInput(format!("{op}: the output is empty and the inputs are not"))
+fn written<'a>(op: &'static str, buf: &'a mut DeviceBuf) -> Result<&'a mut DeviceSlice<f32>> {
+    buf.slice_mut().ok_or_else(|| ModelError::OperandMismatch {
+        op,
+        reason: "the output is empty and the inputs are not".into(),
     })
 }
 
 /// The one written operand of an operation, or `None` when the call has no rows.
 fn output<'a>(
-    op: &str,
+    op: &'static str,
     buf: &'a mut DeviceBuf,
     inputs_empty: bool,
 ) -> Result<Option<&'a mut DeviceSlice<f32>>> {
     match (buf.slice_mut(), inputs_empty) {
         (None, true) => Ok(None),
         (Some(s), false) => Ok(Some(s)),
-        (s, _) => Err(ModelError::InvalidInput(format!(
-            "{op}: the output is {} and the inputs {}",
-            if s.is_some() { "allocated" } else { "empty" },
-            if inputs_empty { "empty" } else { "allocated" }
-        ))),
+        (s, _) => Err(ModelError::OperandMismatch {
+            op,
+            reason: format!(
+                "the output is {} and the inputs {}",
+                if s.is_some() { "allocated" } else { "empty" },
+                if inputs_empty { "empty" } else { "allocated" }
+            ),
+        }),
     }
 }
 
@@ -268,8 +275,9 @@ impl Backend for CudaBackend {
         let Some(dst) = out.slice_mut() else {
             return Ok(out);
         };
-        let [src] = operands("gather_rows", [x])?.ok_or_else(|| {
-            ModelError::InvalidInput("gather_rows: rows of an empty buffer".into())
+        let [src] = operands("gather_rows", [x])?.ok_or_else(|| ModelError::OperandMismatch {
+            op: "gather_rows",
+            reason: "rows of an empty buffer".into(),
         })?;
         let host: Vec<u32> = (rows.iter())
             .map(|&r| crate::error::dim_u32("gather_rows", "row", r))

@@ -92,11 +92,11 @@ impl Fixed {
 /// (a template that does not say is taken to, as the parser takes it).
 pub fn check_constrainable(template: &ChatTemplate) -> Result<()> {
     match template.tool_call_format() {
-        Some(ToolCallFormat::Json) => Err(RuntimeError::InvalidRequest(
-            "constrained tool calls follow the XML call format (Qwen3.5/3.6); this chat \
-             template writes JSON calls"
+        Some(ToolCallFormat::Json) => Err(RuntimeError::InvalidConfig {
+            reason: "constrained tool calls follow the XML call format (Qwen3.5/3.6); this \
+                     chat template writes JSON calls"
                 .into(),
-        )),
+        }),
         Some(ToolCallFormat::Xml) | None => Ok(()),
     }
 }
@@ -232,9 +232,7 @@ impl ToolCallGrammar {
     /// Errors when `tools` is not an array, or names no function; entries without a
     /// name are skipped, and of a repeated name the first entry counts.
     pub fn new(tools: &Value) -> Result<ToolCallGrammar> {
-        let list = tools.as_array().ok_or_else(|| {
-            RuntimeError::InvalidRequest("`tools` must be an array of function schemas".into())
-        })?;
+        let list = tools.as_array().ok_or(RuntimeError::ToolsNotArray)?;
         let mut nodes = Nodes::default();
         let mut functions: Vec<FunctionRule> = list
             .iter()
@@ -244,16 +242,13 @@ impl ToolCallGrammar {
         functions.sort_by(|a, b| a.name.cmp(&b.name));
         functions.dedup_by(|later, first| later.name == first.name);
         if functions.is_empty() {
-            return Err(RuntimeError::InvalidRequest(
-                "`tools` names no function to constrain calls to".into(),
-            ));
+            return Err(RuntimeError::NoToolFunctions);
         }
         if functions.len() > u16::MAX as usize {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "{} tools are more than the grammar follows ({})",
-                functions.len(),
-                u16::MAX
-            )));
+            return Err(RuntimeError::TooManyTools {
+                count: functions.len(),
+                max: u16::MAX as usize,
+            });
         }
         Ok(ToolCallGrammar { functions, nodes })
     }
@@ -262,9 +257,9 @@ impl ToolCallGrammar {
     pub fn only(mut self, name: &str) -> Result<ToolCallGrammar> {
         self.functions.retain(|f| f.name == name.as_bytes());
         if self.functions.is_empty() {
-            return Err(RuntimeError::InvalidRequest(format!(
-                "`tool_choice` names {name:?}, which is not among the tools"
-            )));
+            return Err(RuntimeError::UnknownTool {
+                name: name.to_string(),
+            });
         }
         Ok(self)
     }

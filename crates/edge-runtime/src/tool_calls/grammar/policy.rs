@@ -45,9 +45,11 @@ impl FromStr for ToolCallPolicy {
             "auto" => Ok(ToolCallPolicy::Auto),
             "constrained" => Ok(ToolCallPolicy::Constrained),
             "free" => Ok(ToolCallPolicy::Free),
-            _ => Err(RuntimeError::InvalidRequest(format!(
-                "unknown tool-call policy `{s}` (expected auto, constrained or free)"
-            ))),
+            _ => Err(RuntimeError::UnknownValue {
+                what: "tool-call policy",
+                value: s.to_string(),
+                expected: "auto, constrained or free",
+            }),
         }
     }
 }
@@ -85,7 +87,7 @@ mod tests {
         assert!(ToolCallPolicy::Constrained.constrains(Some(&xml)).unwrap());
         assert!(matches!(
             ToolCallPolicy::Constrained.constrains(Some(&json)),
-            Err(crate::RuntimeError::InvalidRequest(_))
+            Err(crate::RuntimeError::InvalidConfig { .. })
         ));
         assert!(!ToolCallPolicy::Free.constrains(Some(&xml)).unwrap());
     }
@@ -101,7 +103,10 @@ mod tests {
         }
         assert!(matches!(
             "on".parse::<ToolCallPolicy>(),
-            Err(crate::RuntimeError::InvalidRequest(_))
+            Err(crate::RuntimeError::UnknownValue {
+                what: "tool-call policy",
+                ..
+            })
         ));
     }
 }

@@ -259,15 +259,15 @@ fn reasoning_is_free_and_the_call_open_is_tracked() {
     );
     assert!(matches!(
         g.clone().only("pong"),
-        Err(crate::RuntimeError::InvalidRequest(_))
+        Err(crate::RuntimeError::UnknownTool { .. })
     ));
     assert!(matches!(
         ToolCallGrammar::new(&json!([])),
-        Err(crate::RuntimeError::InvalidRequest(_))
+        Err(crate::RuntimeError::NoToolFunctions)
     ));
     assert!(matches!(
         ToolCallGrammar::new(&json!({"name": "x"})),
-        Err(crate::RuntimeError::InvalidRequest(_))
+        Err(crate::RuntimeError::ToolsNotArray)
     ));
 }
 
