@@ -48,6 +48,16 @@ pub enum CoreError {
     /// The requested device is not available in this build or on this machine.
     #[error("device unavailable: {0}")]
     DeviceUnavailable(String),
+    /// The device has no room for an allocation (the emulated device past the memory
+    /// limit it was given; a GPU reports its own as [`CoreError::Driver`]).
+    #[cfg(feature = "cuda")]
+    #[error("device out of memory: {requested} bytes asked, {free} free")]
+    DeviceOutOfMemory {
+        /// Bytes the allocation needed.
+        requested: usize,
+        /// Bytes left under the limit.
+        free: usize,
+    },
     /// A SIMD level this build or CPU cannot run was asked for
     /// ([`crate::simd::with_level`]).
     #[error("SIMD level {0} is not available on this CPU or build")]

@@ -31,9 +31,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub max_sequences: Option<usize>,
     /// The model name the API reports (default: the model directory's name, or
-    /// `demo`).
-    #[arg(long)]
-    pub served_model_name: Option<String>,
+    /// `demo`); repeat to answer to more names (aliases, e.g. the name a benchmark
+    /// harness sends). A request naming any other model gets 404 `model_not_found`.
+    #[arg(long = "served-model-name", value_name = "NAME")]
+    pub served_model_names: Vec<String>,
     /// Largest request body, bytes.
     #[arg(long, default_value_t = 8 << 20)]
     pub body_limit: usize,
@@ -141,7 +142,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         engine: a.engine.clone(),
         max_sequences: a.max_sequences,
         queue: a.queue,
-        served_model_name: a.served_model_name.clone(),
+        served_model_names: a.served_model_names.clone(),
         tool_calls: a.tool_calls,
     })?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -184,8 +185,9 @@ pub struct StateArgs {
     pub max_sequences: Option<usize>,
     /// Requests that may wait.
     pub queue: Option<usize>,
-    /// The model name the API reports.
-    pub served_model_name: Option<String>,
+    /// The model names the API answers to, the reported one first (none: the model
+    /// directory's name, or `demo`).
+    pub served_model_names: Vec<String>,
     /// Whether tool calls are constrained to the offered tools.
     pub tool_calls: ToolCallPolicy,
 }
@@ -211,13 +213,10 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
     let template = template.ok_or_else(|| {
         CliError::Usage("serving needs a chat_template in tokenizer_config.json".into())
     })?;
-    let name = a.served_model_name.clone().unwrap_or_else(|| {
-        a.model
-            .as_deref()
-            .and_then(|d| d.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "demo".into())
-    });
+    let (name, aliases) = match a.served_model_names.split_first() {
+        Some((name, aliases)) => (name.clone(), aliases.to_vec()),
+        None => (default_name(a), Vec::new()),
+    };
     let eos = model.config().eos_token_ids.clone();
     let context = model.config().max_position_embeddings;
     let mut builder = a.engine.builder(Arc::new(model));
@@ -236,7 +235,17 @@ pub fn server_state(a: &StateArgs) -> Result<ServerState, CliError> {
         context,
         eos,
     );
-    Ok(state.with_tool_call_policy(a.tool_calls)?)
+    Ok(state
+        .with_aliases(aliases)
+        .with_tool_call_policy(a.tool_calls)?)
+}
+
+/// The model directory's name, or `demo` for the embedded model.
+fn default_name(a: &StateArgs) -> String {
+    (a.model.as_deref())
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "demo".into())
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The C side of a kernel table entry (`EqHostKernel` in `registry.h`).
 #[repr(C)]
@@ -47,10 +49,43 @@ pub struct HostKernel {
     pub(super) params: &'static [u8],
 }
 
-/// The emulated device's kernels, by (source, name).
+/// The emulated device's kernels, by (source, name), and its memory account.
 #[derive(Debug)]
 pub(super) struct Emulator {
     kernels: HashMap<(&'static str, &'static str), HostKernel>,
+    memory: Arc<MemoryAccount>,
+}
+
+/// Bytes the emulated device has allocated, and the most it may (a GPU's memory, to
+/// test what a device out of memory does to its callers).
+#[derive(Debug, Default)]
+pub(super) struct MemoryAccount {
+    used: AtomicUsize,
+    /// `usize::MAX`: no limit.
+    limit: AtomicUsize,
+}
+
+impl MemoryAccount {
+    /// Takes `bytes`, or errors (taking nothing) when they would pass the limit.
+    fn charge(&self, bytes: usize) -> Result<()> {
+        let limit = self.limit.load(Ordering::Acquire);
+        let taken = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|&total| total <= limit)
+            });
+        match taken {
+            Ok(_) => Ok(()),
+            Err(used) => Err(CoreError::DeviceOutOfMemory {
+                requested: bytes,
+                free: limit.saturating_sub(used),
+            }),
+        }
+    }
+
+    fn release(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
 }
 
 fn static_str(p: *const c_char) -> &'static str {
@@ -78,7 +113,30 @@ impl Emulator {
                 kernels.insert((static_str(k.source), kernel.name), kernel);
             }
         }
-        Emulator { kernels }
+        let memory = MemoryAccount {
+            used: AtomicUsize::new(0),
+            limit: AtomicUsize::new(usize::MAX),
+        };
+        Emulator {
+            kernels,
+            memory: Arc::new(memory),
+        }
+    }
+
+    /// A zeroed allocation of `len` elements, charged to the device's memory.
+    pub(super) fn alloc<T: bytemuck::Pod>(&self, len: usize) -> Result<HostAllocation<T>> {
+        HostAllocation::zeroed(len, &self.memory)
+    }
+
+    /// Bytes allocated now.
+    pub(super) fn memory_used(&self) -> usize {
+        self.memory.used.load(Ordering::Acquire)
+    }
+
+    /// Sets the most bytes the device may hold (`None`: no limit); allocations past it
+    /// fail with [`CoreError::DeviceOutOfMemory`], as a full GPU's would.
+    pub(super) fn set_memory_limit(&self, bytes: Option<usize>) {
+        (self.memory.limit).store(bytes.unwrap_or(usize::MAX), Ordering::Release);
     }
 
     /// The kernel `name` of the source `source`.
@@ -181,6 +239,8 @@ pub(super) fn launch(kernel: &HostKernel, cfg: &LaunchConfig, args: &mut [u64]) 
 pub(super) struct HostAllocation<T> {
     ptr: NonNull<T>,
     len: usize,
+    /// The account its bytes are charged to (given back on drop).
+    account: Arc<MemoryAccount>,
 }
 
 // SAFETY: the allocation is owned (freed once, on drop) and only read or written through
@@ -190,16 +250,24 @@ unsafe impl<T: Send> Send for HostAllocation<T> {}
 unsafe impl<T: Sync> Sync for HostAllocation<T> {}
 
 impl<T: bytemuck::Pod> HostAllocation<T> {
-    pub(super) fn zeroed(len: usize) -> Result<Self> {
+    fn zeroed(len: usize, account: &Arc<MemoryAccount>) -> Result<Self> {
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| CoreError::Cuda(format!("emulated device: {len} elements overflow")))?;
+        account.charge(bytes)?;
         // SAFETY: plain allocation of `bytes` zeroed bytes (at least 1), freed in drop.
         let raw = unsafe { eq_simt_alloc(bytes as u64) };
-        let ptr = NonNull::new(raw.cast::<T>()).ok_or_else(|| {
-            CoreError::Cuda(format!("emulated device: out of memory ({bytes} bytes)"))
-        })?;
-        Ok(HostAllocation { ptr, len })
+        let Some(ptr) = NonNull::new(raw.cast::<T>()) else {
+            account.release(bytes);
+            return Err(CoreError::Cuda(format!(
+                "emulated device: the host cannot allocate {bytes} bytes"
+            )));
+        };
+        Ok(HostAllocation {
+            ptr,
+            len,
+            account: account.clone(),
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -225,8 +293,9 @@ impl<T: bytemuck::Pod> HostAllocation<T> {
 
 impl<T> Drop for HostAllocation<T> {
     fn drop(&mut self) {
-        let bytes = (self.len * std::mem::size_of::<T>()) as u64;
+        let bytes = self.len * std::mem::size_of::<T>();
         // SAFETY: allocated by eq_simt_alloc with this size (checked then), freed once.
-        unsafe { eq_simt_free(self.ptr.as_ptr().cast(), bytes) }
+        unsafe { eq_simt_free(self.ptr.as_ptr().cast(), bytes as u64) }
+        self.account.release(bytes);
     }
 }

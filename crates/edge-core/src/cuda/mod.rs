@@ -28,7 +28,7 @@ pub use slice::{DeviceElem, DeviceSlice};
 
 use crate::{CoreError, Result};
 use cudarc::driver::{CudaContext, CudaModule, CudaStream};
-use emulator::{Emulator, HostAllocation};
+use emulator::Emulator;
 use launch::KernelImpl;
 use slice::Storage;
 use std::collections::HashMap;
@@ -143,6 +143,31 @@ impl CudaDevice {
         })
     }
 
+    /// On the emulated device: the most bytes it may hold from now on (`None`: no
+    /// limit, the default), so that allocations past it fail with
+    /// [`CoreError::DeviceOutOfMemory`] as on a full GPU: how a caller's handling of
+    /// device memory running out is tested. A GPU's memory is its own: there this is
+    /// a [`CoreError::DeviceUnavailable`] error.
+    pub fn set_memory_limit(&self, bytes: Option<usize>) -> Result<()> {
+        match &self.runtime {
+            Runtime::Emulated(emu) => {
+                emu.set_memory_limit(bytes);
+                Ok(())
+            }
+            Runtime::Driver(_) => Err(CoreError::DeviceUnavailable(
+                "a memory limit is set on the emulated device only".into(),
+            )),
+        }
+    }
+
+    /// On the emulated device, the bytes it holds now (`None` on a GPU).
+    pub fn memory_used(&self) -> Option<usize> {
+        match &self.runtime {
+            Runtime::Emulated(emu) => Some(emu.memory_used()),
+            Runtime::Driver(_) => None,
+        }
+    }
+
     /// Opens `device`: a GPU through the driver with `cache`, or the emulated device
     /// with the kernels of `tables`; the CPU is a [`CoreError::DeviceUnavailable`].
     pub fn open(
@@ -231,8 +256,8 @@ impl CudaDevice {
             Runtime::Driver(d) => {
                 Storage::Driver(d.stream.clone_htod(host).map_err(CoreError::Driver)?)
             }
-            Runtime::Emulated(_) => {
-                let mut a = HostAllocation::zeroed(host.len())?;
+            Runtime::Emulated(emu) => {
+                let mut a = emu.alloc(host.len())?;
                 a.as_mut_slice().copy_from_slice(host);
                 Storage::Emulated(a)
             }
@@ -246,7 +271,7 @@ impl CudaDevice {
             Runtime::Driver(d) => {
                 Storage::Driver(d.stream.alloc_zeros(len).map_err(CoreError::Driver)?)
             }
-            Runtime::Emulated(_) => Storage::Emulated(HostAllocation::zeroed(len)?),
+            Runtime::Emulated(emu) => Storage::Emulated(emu.alloc(len)?),
         };
         Ok(DeviceSlice { storage })
     }
@@ -378,5 +403,44 @@ impl CudaDevice {
             }
         }
         Ok(2.0 * bytes as f64 / best)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Past its memory limit the emulated device refuses allocations with a typed
+    /// error and takes nothing; freed buffers give their bytes back.
+    #[test]
+    fn the_emulated_device_runs_out_of_memory_at_its_limit() {
+        let dev = CudaDevice::emulated(&[]);
+        let base = dev.memory_used().unwrap();
+        dev.set_memory_limit(Some(base + 4096)).unwrap();
+        let a = dev.zeros::<f32>(512).unwrap(); // 2 KiB
+        assert_eq!(dev.memory_used(), Some(base + 2048));
+        let err = dev.zeros::<f32>(1024).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CoreError::DeviceOutOfMemory {
+                    requested: 4096,
+                    free: 2048
+                }
+            ),
+            "{err}"
+        );
+        assert!(dev.upload(&[0u8; 4096]).is_err());
+        assert_eq!(
+            dev.memory_used(),
+            Some(base + 2048),
+            "a refusal takes nothing"
+        );
+        drop(a);
+        assert_eq!(dev.memory_used(), Some(base));
+        let b = dev.zeros::<f32>(1024).unwrap();
+        dev.set_memory_limit(None).unwrap();
+        let _c = dev.zeros::<f32>(1 << 20).unwrap();
+        drop(b);
     }
 }

@@ -389,6 +389,7 @@ pub fn tools(body: &Map<String, Value>) -> Result<(Option<Value>, bool), ApiErro
 /// The chat request's prompt: messages rendered through the template (message ends
 /// marked as reuse points) and tokenized.
 pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
+    validate::served_model(state.served_names(), body)?;
     let messages = messages(body)?;
     let (tools, must_call) = tools(body)?;
     let thinking = body
@@ -417,6 +418,7 @@ pub fn chat_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Pro
 /// A text completion's prompt: a string tokenized as is, or token ids (a list of
 /// integers), as OpenAI and vLLM accept; either may come as a one-element list.
 pub fn text_prompt(state: &ServerState, body: &Map<String, Value>) -> Result<Prompt, ApiError> {
+    validate::served_model(state.served_names(), body)?;
     let bad = |message: &str| Err(ApiError::bad_request(message, Some("prompt")));
     let prompt = match body.get("prompt") {
         Some(Value::Array(a)) if a.len() == 1 && (a[0].is_string() || a[0].is_array()) => &a[0],

@@ -92,18 +92,20 @@ pub async fn completions(
     generate(state, prompt, params).await
 }
 
-/// `GET /v1/models`.
+/// `GET /v1/models`: the served name first, then its aliases.
 pub async fn models(State(state): State<ServerState>) -> Json<Value> {
-    Json(json!({
-        "object": "list",
-        "data": [{
-            "id": state.inner.model_name,
-            "object": "model",
-            "created": state.inner.created,
-            "owned_by": "edge-llm",
-            "context_length": state.inner.context_len,
-        }],
-    }))
+    let data: Vec<Value> = (state.served_names())
+        .map(|name| {
+            json!({
+                "id": name,
+                "object": "model",
+                "created": state.inner.created,
+                "owned_by": "edge-llm",
+                "context_length": state.inner.context_len,
+            })
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data}))
 }
 
 /// The engine's status, asked off the async threads (it waits for a step).

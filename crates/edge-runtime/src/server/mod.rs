@@ -82,6 +82,8 @@ pub(crate) struct Inner {
     tokenizer: Arc<Tokenizer>,
     template: Arc<ChatTemplate>,
     model_name: String,
+    /// Other names requests may use for the model.
+    aliases: Vec<String>,
     context_len: usize,
     eos: Vec<u32>,
     metrics: Metrics,
@@ -123,6 +125,7 @@ impl ServerState {
                 tokenizer,
                 template,
                 model_name: model_name.into(),
+                aliases: Vec::new(),
                 context_len,
                 eos,
                 metrics: Metrics::default(),
@@ -214,6 +217,7 @@ impl ServerState {
             tokenizer: a.tokenizer.clone(),
             template: a.template.clone(),
             model_name: a.model_name.clone(),
+            aliases: a.aliases.clone(),
             context_len: a.context_len,
             eos: a.eos.clone(),
             metrics: Metrics::default(),
@@ -242,6 +246,24 @@ impl ServerState {
     /// The model name the API reports.
     pub fn model_name(&self) -> &str {
         &self.inner.model_name
+    }
+
+    /// The same state answering to `aliases` too: a request's `model` must be the
+    /// served name or one of them (404 `model_not_found` otherwise), and
+    /// `/v1/models` lists them all. Like [`ServerState::with_body_limit`], meant for a
+    /// state not yet shared.
+    pub fn with_aliases(self, aliases: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let mut inner = self.into_inner();
+        inner.aliases = aliases.into_iter().map(Into::into).collect();
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Every name requests may use: the served name, then the aliases.
+    pub(crate) fn served_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.inner.model_name.as_str())
+            .chain(self.inner.aliases.iter().map(String::as_str))
     }
 }
 

@@ -31,6 +31,34 @@ pub fn unsupported_fields(body: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The request's `model`, when given, must be one of the names the server answers to
+/// (its served name and aliases): 404 `model_not_found` otherwise, as OpenAI and vLLM
+/// answer, rather than a reply from a model the client did not ask for.
+pub fn served_model<'a>(
+    mut names: impl Iterator<Item = &'a str>,
+    body: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    match body.get("model") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(m)) if names.any(|n| n == m) => Ok(()),
+        Some(Value::String(m)) => {
+            let mut e = ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                format!(
+                    "the model `{m}` does not exist on this server (GET /v1/models lists its names)"
+                ),
+            );
+            e.param = Some("model".into());
+            e.code = Some("model_not_found");
+            Err(e)
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "`model` must be a string",
+            Some("model"),
+        )),
+    }
+}
+
 /// The most characters of a function name (OpenAI's limit).
 const MAX_NAME_LEN: usize = 64;
 

@@ -8,8 +8,11 @@ mod admission;
 mod cancel;
 mod constrained;
 mod device_errors;
+#[cfg(feature = "cuda")]
+mod device_memory;
 mod lifecycle;
 mod logprobs;
+mod models;
 mod support;
 
 use support::*;

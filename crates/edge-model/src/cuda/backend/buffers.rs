@@ -67,7 +67,9 @@ impl BufferPool {
     }
 
     /// A buffer of `len` values: a pooled one of that length, or a fresh zeroed
-    /// allocation.
+    /// allocation. When the device has no room, the pooled buffers are freed and the
+    /// allocation tried once more (as caching allocators do), so buffers kept from
+    /// passes of other lengths never starve a later one.
     pub(super) fn take(&mut self, dev: &CudaDevice, len: usize) -> Result<DeviceBuf> {
         if len == 0 {
             return Ok(DeviceBuf::empty());
@@ -76,7 +78,15 @@ impl BufferPool {
             self.pooled_bytes -= 4 * len;
             return Ok(DeviceBuf::from_slice(slice));
         }
-        Ok(DeviceBuf::from_slice(dev.zeros(len)?))
+        match dev.zeros(len) {
+            Ok(slice) => Ok(DeviceBuf::from_slice(slice)),
+            Err(_) if self.pooled_bytes > 0 => {
+                self.free.clear();
+                self.pooled_bytes = 0;
+                Ok(DeviceBuf::from_slice(dev.zeros(len)?))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Keeps `buf` for reuse; past the limit, the pool is emptied first (prompt passes

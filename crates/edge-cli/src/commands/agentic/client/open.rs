@@ -76,7 +76,8 @@ impl BackendArgs {
                     engine: self.engine.clone(),
                     max_sequences: None,
                     queue: None,
-                    served_model_name: None,
+                    // The name the requests will carry, when given.
+                    served_model_names: self.model_name.clone().into_iter().collect(),
                     tool_calls: self.tool_calls,
                 })?;
                 let model =
