@@ -132,18 +132,6 @@ pub struct SpecStats {
 }
 
 impl SpecStats {
-    /// Adds `other`'s counters and times to these (a request that speculated in
-    /// several stretches, e.g. around a preemption).
-    pub fn merge(&mut self, other: &SpecStats) {
-        self.target_forwards += other.target_forwards;
-        self.drafted += other.drafted;
-        self.accepted += other.accepted;
-        self.draft_ms += other.draft_ms;
-        self.tree_ms += other.tree_ms;
-        self.verify_ms += other.verify_ms;
-        self.commit_ms += other.commit_ms;
-    }
-
     /// Mean accepted length: tokens emitted per target forward (the accepted drafts
     /// plus the target's own next token), the figure EAGLE reports as τ.
     pub fn mean_accepted(&self) -> f64 {

@@ -352,7 +352,7 @@ impl<B: Backend> Engine<B> {
         if let Some(mut s) = a.speculator.take() {
             s.finish(&mut self.backend);
             let stats = a.out.speculation.get_or_insert_with(Default::default);
-            stats.merge(&s.stats());
+            stats.add(&s.stats());
         }
     }
 }

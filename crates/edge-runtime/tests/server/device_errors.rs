@@ -9,10 +9,9 @@
 //! prompts without it are untouched (their NaN logit for that token, through the tied
 //! `lm_head`, is never chosen).
 
-use crate::support::{demo_dir, user};
+use crate::support::{demo_dir, demo_server_state, serve, user};
 use edge_model::{ActivationMode, Qwen35Model};
-use edge_runtime::server::{ServerState, serve_on};
-use edge_runtime::{ChatTemplate, Engine, EngineConfig, EngineHandle, Tokenizer};
+use edge_runtime::{Engine, EngineConfig, EngineHandle, Tokenizer};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -43,29 +42,12 @@ fn poisoned_checkpoint(dir: &Path, token: u32) {
 
 /// A server on the model in `dir` with the demo tokenizer and template.
 async fn serve_model(dir: &Path) -> String {
-    let demo = demo_dir();
     let model = Qwen35Model::load(dir, ActivationMode::None).unwrap();
-    let tokenizer = Tokenizer::from_file(&demo.join("tokenizer.json")).unwrap();
-    let template = ChatTemplate::from_tokenizer_config(
-        &std::fs::read_to_string(demo.join("tokenizer_config.json")).unwrap(),
-    )
-    .unwrap();
     let eos = model.config().eos_token_ids.clone();
     let context = model.config().max_position_embeddings;
     let engine = Engine::new(Arc::new(model), EngineConfig::default()).unwrap();
     let handle = Arc::new(EngineHandle::spawn(engine, 8).unwrap());
-    let state = ServerState::new(
-        handle,
-        Arc::new(tokenizer),
-        Arc::new(template),
-        "demo",
-        context,
-        eos,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_on(listener, state, std::future::pending()));
-    format!("http://{addr}")
+    serve(demo_server_state(handle, context, eos)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,11 +4,10 @@
 //! answered 500 with an OpenAI error body; the server stays healthy and the next
 //! request runs (the backend frees its pooled buffers and allocates again).
 
-use crate::support::{assert_error, demo_dir, post, user};
+use crate::support::{assert_error, demo_dir, demo_server_state, post, serve, user};
 use edge_core::Device;
 use edge_model::{ActivationMode, Qwen35Model};
-use edge_runtime::server::{ServerState, serve_on};
-use edge_runtime::{ChatTemplate, EngineBuilder, EngineHandle, Tokenizer};
+use edge_runtime::{EngineBuilder, EngineHandle};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -29,22 +28,7 @@ async fn a_device_out_of_memory_is_a_500_and_the_server_recovers() {
         .unwrap();
     let device = engine.backend().device().clone();
     let handle = Arc::new(EngineHandle::spawn(engine, 4).unwrap());
-    let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
-    let template = ChatTemplate::from_tokenizer_config(
-        &std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap(),
-    )
-    .unwrap();
-    let state = ServerState::new(
-        handle,
-        Arc::new(tokenizer),
-        Arc::new(template),
-        "demo",
-        context,
-        eos,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve_on(listener, state, std::future::pending()));
+    let base = serve(demo_server_state(handle, context, eos)).await;
     let client = reqwest::Client::new();
     let url = format!("{base}/v1/chat/completions");
     let short = json!({"messages": [user("Hi")], "max_tokens": 2, "temperature": 0});

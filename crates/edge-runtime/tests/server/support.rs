@@ -34,6 +34,15 @@ pub fn demo_cache_spec(cache: &edge_kvcache::CacheConfig) -> edge_kvcache::Cache
         .cache_spec(cache)
 }
 
+/// A server on the demo model with `max_sequences` in flight, whose state `f`
+/// adjusts; returns its base URL.
+pub async fn start_sized(
+    max_sequences: usize,
+    f: impl FnOnce(ServerState) -> ServerState,
+) -> String {
+    serve(f(state(16, max_sequences, None))).await
+}
+
 /// A server on the demo model whose state `f` adjusts; returns its base URL.
 pub async fn start_with(f: impl FnOnce(ServerState) -> ServerState) -> String {
     serve(f(state(16, 4, None))).await
@@ -64,7 +73,8 @@ pub async fn start_constrained() -> String {
     serve(state(16, 4, None).with_constrained_tool_calls().unwrap()).await
 }
 
-async fn serve(state: ServerState) -> String {
+/// Serves `state` on a free loopback port; returns its base URL.
+pub async fn serve(state: ServerState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve_on(listener, state, std::future::pending()));
@@ -82,17 +92,23 @@ fn state(queue: usize, max_sequences: usize, context: Option<usize>) -> ServerSt
 
 /// The state of a server on the demo model whose engine runs under `config`.
 fn state_with(queue: usize, config: EngineConfig, context: Option<usize>) -> ServerState {
+    let model = Qwen35Model::load(&demo_dir(), ActivationMode::None).unwrap();
+    let eos = model.config().eos_token_ids.clone();
+    let context = context.unwrap_or(model.config().max_position_embeddings);
+    let engine = Engine::new(Arc::new(model), config).unwrap();
+    let handle = Arc::new(EngineHandle::spawn(engine, queue).unwrap());
+    demo_server_state(handle, context, eos)
+}
+
+/// The state of a server on `handle` (an engine on the demo model, or a variant of
+/// it) with the demo tokenizer and chat template, serving `context` positions.
+pub fn demo_server_state(handle: Arc<EngineHandle>, context: usize, eos: Vec<u32>) -> ServerState {
     let dir = demo_dir();
-    let model = Qwen35Model::load(&dir, ActivationMode::None).unwrap();
     let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json")).unwrap();
     let template = ChatTemplate::from_tokenizer_config(
         &std::fs::read_to_string(dir.join("tokenizer_config.json")).unwrap(),
     )
     .unwrap();
-    let eos = model.config().eos_token_ids.clone();
-    let context = context.unwrap_or(model.config().max_position_embeddings);
-    let engine = Engine::new(Arc::new(model), config).unwrap();
-    let handle = Arc::new(EngineHandle::spawn(engine, queue).unwrap());
     ServerState::new(
         handle,
         Arc::new(tokenizer),
