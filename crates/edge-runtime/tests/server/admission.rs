@@ -36,12 +36,14 @@ async fn health(base: &str) -> Value {
 /// 400: all eight run and end with a stop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_open_ended_requests_on_the_default_budget_all_complete() {
-    let base = start(16, 8, None).await;
-    let replies = concurrent(
-        &base,
-        8,
-        |i| json!({"messages": [user(&format!("Say hello to friend number {i}."))]}),
-    )
+    // Greedy, so the replies (which end with a stop on the demo model) are the same
+    // on every run; the timeout turns a regression into a failure, not a hang.
+    let guard = Duration::from_secs(120);
+    let base = start_sized(8, |s| s.with_request_timeout(guard)).await;
+    let replies = concurrent(&base, 8, |i| {
+        let text = format!("Say hello to friend number {i}.");
+        json!({"messages": [user(&text)], "temperature": 0})
+    })
     .await;
     for (status, v) in &replies {
         assert_eq!(*status, 200, "{v}");
