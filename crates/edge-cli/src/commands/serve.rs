@@ -68,11 +68,15 @@ pub struct ServeArgs {
     /// after it arrived, and answer it 504 (or end its stream with an error event).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub request_timeout: Option<std::time::Duration>,
-    /// Close a connection that has not sent a complete request head this many seconds
-    /// after it opened or after its previous response: a slow or half-sent head, or
-    /// an idle kept-alive connection (default 30).
+    /// Close a connection whose request head is not complete this many seconds
+    /// after its first byte: a slow or half-sent head (default 10).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub header_timeout: Option<std::time::Duration>,
+    /// Close a connection that has sent no complete request this many seconds after
+    /// it opened or after its previous response: an idle kept-alive connection
+    /// (default 60).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    pub idle_timeout: Option<std::time::Duration>,
     /// Answer 408 (and close) when a request body has not arrived in full this many
     /// seconds after its head (default 60).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
@@ -161,6 +165,7 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
     let defaults = Timeouts::default();
     let state = state.with_timeouts(Timeouts {
         header: a.header_timeout.unwrap_or(defaults.header),
+        idle: a.idle_timeout.unwrap_or(defaults.idle),
         body: a.body_timeout.unwrap_or(defaults.body),
         shutdown: a.shutdown_timeout.unwrap_or(defaults.shutdown),
     });

@@ -1,12 +1,10 @@
-//! The accept loop: each connection served by hyper's HTTP/1.1 with the header-read
-//! timer on, and the drain on shutdown: new requests are answered 503 (not refused)
+//! The accept loop: each connection served by [`connection::serve`] with its
+//! timeouts, and the drain on shutdown: new requests are answered 503 (not refused)
 //! while the ones in flight finish, and cancelled when the deadline passes.
 
-use super::{ServerConfig, ServerState, router};
+use super::{ServerConfig, ServerState, Timeouts, connection, router};
 use crate::{Result, RuntimeError};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -39,7 +37,7 @@ pub async fn serve_on(
         tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => {
-                accept(accepted, &mut connections, &app, timeouts.header, Some(closing.clone())).await;
+                accept(accepted, &mut connections, &app, timeouts, Some(closing.clone())).await;
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -67,7 +65,7 @@ pub async fn serve_on(
             }
             // New connections are still answered (503) rather than refused.
             accepted = listener.accept() => {
-                accept(accepted, &mut connections, &app, timeouts.header, None).await;
+                accept(accepted, &mut connections, &app, timeouts, None).await;
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -85,55 +83,16 @@ async fn accept(
     accepted: std::io::Result<(TcpStream, std::net::SocketAddr)>,
     connections: &mut JoinSet<()>,
     app: &Router,
-    header_timeout: Duration,
+    timeouts: Timeouts,
     closing: Option<watch::Receiver<bool>>,
 ) {
     match accepted {
         Ok((tcp, _)) => {
-            connections.spawn(connection(tcp, app.clone(), header_timeout, closing));
+            connections.spawn(connection::serve(tcp, app.clone(), timeouts, closing));
         }
         Err(e) => {
             tracing::warn!("cannot accept a connection: {e}");
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-/// Serves one connection's requests; `closing` turning true shuts it down gracefully
-/// (at once when idle, after the response in progress otherwise).
-async fn connection(
-    tcp: TcpStream,
-    app: Router,
-    header_timeout: Duration,
-    closing: Option<watch::Receiver<bool>>,
-) {
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .keep_alive(true);
-    let conn = http.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app));
-    tokio::pin!(conn);
-    let Some(mut closing) = closing else {
-        if let Err(e) = conn.await {
-            tracing::debug!("connection: {e}");
-        }
-        return;
-    };
-    let mut shutting = false;
-    loop {
-        tokio::select! {
-            done = conn.as_mut() => {
-                if let Err(e) = done {
-                    tracing::debug!("connection: {e}");
-                }
-                return;
-            }
-            changed = closing.changed(), if !shutting => {
-                shutting = true;
-                if changed.is_ok() {
-                    conn.as_mut().graceful_shutdown();
-                }
-            }
         }
     }
 }

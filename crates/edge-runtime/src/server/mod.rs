@@ -21,6 +21,7 @@
 
 mod access;
 mod chat;
+mod connection;
 mod errors;
 mod handlers;
 pub mod in_process;

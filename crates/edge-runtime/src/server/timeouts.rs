@@ -14,12 +14,12 @@ use std::time::Duration;
 /// The server's timeouts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
-    /// A connection must send a complete request head within this long of starting
-    /// to wait for one: when it opens, and after each response on a kept-alive
-    /// connection. So it bounds a slow or half-sent head and an idle kept-alive
-    /// connection alike (hyper's header-read timer covers both); the connection is
-    /// closed when it passes.
+    /// A request head must be complete within this long of its first byte; a slow or
+    /// half-sent head has its connection closed.
     pub header: Duration,
+    /// A connection waiting for a request (new, or kept alive after a response) is
+    /// closed when no complete head has arrived this long after it began waiting.
+    pub idle: Duration,
     /// A request body must arrive in full within this long of its head; past it the
     /// request is answered 408 and the connection closed.
     pub body: Duration,
@@ -30,10 +30,11 @@ pub struct Timeouts {
 }
 
 impl Default for Timeouts {
-    /// 30 s for a head (and between requests), 60 s for a body, 30 s to drain.
+    /// 10 s for a head, 60 s idle between requests, 60 s for a body, 30 s to drain.
     fn default() -> Self {
         Timeouts {
-            header: Duration::from_secs(30),
+            header: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
             body: Duration::from_secs(60),
             shutdown: Duration::from_secs(30),
         }

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn short(header_ms: u64, body_ms: u64, shutdown_ms: u64) -> Timeouts {
+fn short(header_ms: u64, idle_ms: u64, body_ms: u64, shutdown_ms: u64) -> Timeouts {
     Timeouts {
         header: Duration::from_millis(header_ms),
+        idle: Duration::from_millis(idle_ms),
         body: Duration::from_millis(body_ms),
         shutdown: Duration::from_millis(shutdown_ms),
     }
@@ -40,39 +41,55 @@ fn addr(base: &str) -> &str {
     base.trim_start_matches("http://")
 }
 
-/// A connection that sends nothing, one that sends half a head, and a kept-alive one
-/// idle after its response are all closed once the header timeout passes; a slow
-/// body gets 408 with an OpenAI body.
+/// With a 300 ms header timeout and a 2 s idle one: a connection that sends nothing
+/// and a kept-alive one after its response are closed once idle for 2 s; one that
+/// sends half a head is closed soon after its first byte, long before; a slow body
+/// gets 408 with an OpenAI body. The four run at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_heads_idle_connections_and_slow_bodies_are_cut_off() {
-    let base = start_with(|s| s.with_timeouts(short(400, 400, 1000))).await;
+    let base = start_with(|s| s.with_timeouts(short(300, 2000, 400, 1000))).await;
     let a = addr(&base);
-    let mut silent = TcpStream::connect(a).await.unwrap();
-    let (text, took) = until_closed(&mut silent, Duration::from_secs(10)).await;
-    assert!(text.is_empty(), "{text}");
-    assert!(took >= Duration::from_millis(300), "{took:?}");
-
-    let mut half = TcpStream::connect(a).await.unwrap();
-    half.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        .await
-        .unwrap();
-    let (text, _) = until_closed(&mut half, Duration::from_secs(10)).await;
-    assert!(!text.contains("200 OK"), "{text}");
-
-    let mut kept = TcpStream::connect(a).await.unwrap();
-    kept.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        .await
-        .unwrap();
-    let (text, _) = until_closed(&mut kept, Duration::from_secs(10)).await;
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-
-    let mut slow = TcpStream::connect(a).await.unwrap();
-    let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-                Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\":";
-    slow.write_all(head.as_bytes()).await.unwrap();
-    let (text, _) = until_closed(&mut slow, Duration::from_secs(10)).await;
-    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
-    assert!(text.contains("\"body_timeout\""), "{text}");
+    let idle = Duration::from_millis(1800);
+    let silent = async {
+        let mut silent = TcpStream::connect(a).await.unwrap();
+        let (text, took) = until_closed(&mut silent, Duration::from_secs(20)).await;
+        assert!(text.is_empty(), "{text}");
+        assert!(
+            took >= idle,
+            "closed after {took:?}, before the idle timeout"
+        );
+    };
+    let half = async {
+        let mut half = TcpStream::connect(a).await.unwrap();
+        half.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let (text, took) = until_closed(&mut half, Duration::from_secs(20)).await;
+        assert!(!text.contains("200 OK"), "{text}");
+        assert!(took < Duration::from_millis(1500), "closed after {took:?}");
+    };
+    let kept = async {
+        let mut kept = TcpStream::connect(a).await.unwrap();
+        kept.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let (text, took) = until_closed(&mut kept, Duration::from_secs(20)).await;
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(
+            took >= idle,
+            "closed after {took:?}, before the idle timeout"
+        );
+    };
+    let slow = async {
+        let mut slow = TcpStream::connect(a).await.unwrap();
+        let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                    Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\":";
+        slow.write_all(head.as_bytes()).await.unwrap();
+        let (text, _) = until_closed(&mut slow, Duration::from_secs(20)).await;
+        assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+        assert!(text.contains("\"body_timeout\""), "{text}");
+    };
+    tokio::join!(silent, half, kept, slow);
 
     // The server is still there for a prompt client.
     let (status, v) = post(
@@ -89,7 +106,8 @@ async fn slow_heads_idle_connections_and_slow_bodies_are_cut_off() {
 /// and the server stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_drain_refuses_new_requests_then_cancels_what_runs_past_the_deadline() {
-    let (base, stop, task) = start_stoppable(|s| s.with_timeouts(short(5000, 5000, 1500))).await;
+    let (base, stop, task) =
+        start_stoppable(|s| s.with_timeouts(short(5000, 5000, 5000, 1500))).await;
     let client = reqwest::Client::new();
     let chat = format!("{base}/v1/chat/completions");
     let endless =
@@ -138,7 +156,7 @@ async fn a_drain_refuses_new_requests_then_cancels_what_runs_past_the_deadline()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_with_nothing_in_flight_ends_at_once() {
     let (base, stop, task) =
-        start_stoppable(|s| s.with_timeouts(short(30_000, 5000, 30_000))).await;
+        start_stoppable(|s| s.with_timeouts(short(30_000, 30_000, 5000, 30_000))).await;
     let mut kept = TcpStream::connect(addr(&base)).await.unwrap();
     kept.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
