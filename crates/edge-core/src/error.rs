@@ -131,6 +131,21 @@ pub enum CoreError {
     },
 }
 
+impl CoreError {
+    /// Whether the device ran out of memory (the emulated device past its limit, or
+    /// the driver's `CUDA_ERROR_OUT_OF_MEMORY`): an allocation that freeing cached
+    /// buffers may let succeed.
+    #[cfg(feature = "cuda")]
+    pub fn is_out_of_memory(&self) -> bool {
+        use cudarc::driver::sys::CUresult;
+        match self {
+            CoreError::DeviceOutOfMemory { .. } => true,
+            CoreError::Driver(d) => d.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            _ => false,
+        }
+    }
+}
+
 /// Result alias for `edge-core`.
 pub type Result<T> = std::result::Result<T, CoreError>;
 

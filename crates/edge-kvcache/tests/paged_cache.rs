@@ -396,9 +396,10 @@ fn a_reused_state_slot_starts_zeroed_and_free_slots_count_in_the_budget() {
 /// `can_start` and `max_rows` agree with what `new_sequence` does.
 #[test]
 fn reservations_grow_until_the_budget_is_pinned() {
-    // Room for 8 blocks and 2 state slots.
+    // Room for 8 blocks and 3 state slots (one spare, so `can_start` below turns on
+    // blocks alone).
     let config = sized(4, KvDType::F32, |s| {
-        8 * s.block_bytes() + 2 * s.state_bytes()
+        8 * s.block_bytes() + 3 * s.state_bytes()
     });
     let mut cache = PagedCache::<HostMemory>::new(spec_for(&config), config).unwrap();
     // One sequence alone: 8 blocks less its copy-on-write page, of 4 rows each.
@@ -408,13 +409,14 @@ fn reservations_grow_until_the_budget_is_pinned() {
     let b = cache.new_sequence(4).unwrap(); // 4
     cache.reserve(a, 12).unwrap(); // a: 4 blocks, 6 in all
     cache.reserve(a, 5).unwrap(); // never shrinks
-    assert!(!cache.can_start(4), "2 blocks and a slot are not free");
+    assert!(cache.can_start(4), "2 blocks and a slot are free");
+    assert!(!cache.can_start(5), "3 blocks are not");
     let before = cache.usage();
     let err = cache.reserve(b, 16).unwrap_err(); // 9 blocks
     assert!(matches!(err, KvCacheError::OverBudget { .. }), "{err}");
     assert_eq!(cache.usage(), before, "nothing changed");
     cache.reserve(b, 8).unwrap(); // b: 3 blocks, 7 in all
-    // Writes within a reservation succeed even with snapshots to evict.
+    // Writes within a reservation succeed.
     cache.prepare_rows(a, 0..12).unwrap();
     cache.prepare_rows(b, 0..8).unwrap();
     cache.release(a).unwrap();

@@ -58,7 +58,7 @@ pub(super) struct Emulator {
 
 /// Bytes the emulated device has allocated, and the most it may (a GPU's memory, to
 /// test what a device out of memory does to its callers).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct MemoryAccount {
     used: AtomicUsize,
     /// `usize::MAX`: no limit.

@@ -95,6 +95,8 @@ pub(crate) struct Active<B: Backend> {
     pub grammar: Option<(ToolConstraint, GrammarState)>,
     /// What stopped it, when it failed.
     pub error: Option<RuntimeError>,
+    /// Whether it has been placed in the cache before (it is being resumed).
+    pub placed: bool,
 }
 
 impl<B: Backend> Active<B> {

@@ -86,6 +86,7 @@ impl<B: Backend> Engine<B> {
             speculate,
             grammar,
             error: None,
+            placed: false,
         })
     }
 
@@ -161,8 +162,11 @@ impl<B: Backend> Engine<B> {
             }
         }
         prefill.passes = plan.passes_from(done).collect();
-        if n == 0 {
+        // Counted at the first placement only: a request placed again restores what
+        // it had computed itself.
+        if !a.placed {
             a.out.cached_tokens = done;
+            a.placed = true;
         }
         a.seq = Some(seq);
         a.phase = Phase::Prefill(prefill);

@@ -291,6 +291,7 @@ fn run<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting, controls: Receiv
 
 /// Cancels what is in flight and refuses what is queued.
 fn shut_down<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting) {
+    engine.refuse_waiting(|| RuntimeError::ShutDown);
     engine.cancel_all();
     waiting.gather(None);
     while let Some(Submission(_, events)) = waiting.pop() {

@@ -298,6 +298,14 @@ impl<B: Backend> Engine<B> {
         self.finish_done();
     }
 
+    /// Ends the requests waiting for room with `error` (they never ran, like the
+    /// requests still queued in front of the engine when it shuts down).
+    fn refuse_waiting(&mut self, error: impl Fn() -> RuntimeError) {
+        while let Some(a) = self.waiting.pop_front() {
+            self.finish(a, Err(error()));
+        }
+    }
+
     /// Cancels every request in flight (running and waiting).
     pub fn cancel_all(&mut self) {
         let ids: Vec<RequestId> = self

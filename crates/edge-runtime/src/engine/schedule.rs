@@ -72,8 +72,7 @@ impl<B: Backend> Engine<B> {
         if let Some(seq) = a.seq.take()
             && let Err(e) = self.cache.release(seq)
         {
-            a.fail(e.into());
-            return self.finish(a, Ok(()));
+            return self.finish(a, Err(e.into()));
         }
         a.phase = Phase::Waiting;
         self.stats.preemptions += 1;

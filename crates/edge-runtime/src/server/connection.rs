@@ -141,7 +141,7 @@ pub(super) async fn serve(
     tcp: TcpStream,
     app: Router,
     timeouts: Timeouts,
-    closing: Option<watch::Receiver<bool>>,
+    mut closing: watch::Receiver<bool>,
 ) {
     let watch = Arc::new(Watch {
         opened: Instant::now(),
@@ -176,7 +176,6 @@ pub(super) async fn serve(
     tokio::pin!(conn);
     let tick = (timeouts.header / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
     let mut clock = tokio::time::interval(tick);
-    let mut closing = closing;
     let mut shutting = false;
     loop {
         tokio::select! {
@@ -186,12 +185,7 @@ pub(super) async fn serve(
                 }
                 return;
             }
-            changed = async {
-                match closing.as_mut() {
-                    Some(c) => c.changed().await,
-                    None => std::future::pending().await,
-                }
-            }, if !shutting =>
+            changed = closing.changed(), if !shutting =>
             {
                 shutting = true;
                 if changed.is_ok() {

@@ -1,7 +1,11 @@
 //! Where the server stands on its way down: serving, draining (new requests get 503
 //! while the ones in flight finish), or cancelling what is still in flight once the
-//! shutdown deadline has passed. Also counts the generations in flight, so the drain
-//! knows when it is done.
+//! shutdown deadline has passed. Also counts the requests and generations in flight,
+//! so the drain knows when it is done.
+//!
+//! A request is counted before it looks at the drain flag, and the drain sets the
+//! flag before it reads the count (both sequentially consistent): either the request
+//! sees the drain and answers 503, or the drain sees the request and waits for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,12 +24,12 @@ pub(crate) struct Lifecycle {
 impl Lifecycle {
     /// From now on new requests are refused with 503.
     pub fn drain(&self) {
-        self.draining.store(true, Ordering::Release);
+        self.draining.store(true, Ordering::SeqCst);
     }
 
     /// Whether new requests are refused.
     pub fn draining(&self) -> bool {
-        self.draining.load(Ordering::Acquire)
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// The shutdown deadline has passed: generations in flight end now, with an error.
@@ -38,15 +42,15 @@ impl Lifecycle {
         self.cancelling.load(Ordering::Acquire)
     }
 
-    /// Counts a generation in flight until the returned guard drops.
+    /// Counts a request or generation in flight until the returned guard drops.
     pub fn generation(self: &Arc<Self>) -> Generation {
-        self.generations.fetch_add(1, Ordering::AcqRel);
+        self.generations.fetch_add(1, Ordering::SeqCst);
         Generation(self.clone())
     }
 
-    /// Generations in flight.
+    /// Requests and generations in flight.
     pub fn generations(&self) -> usize {
-        self.generations.load(Ordering::Acquire)
+        self.generations.load(Ordering::SeqCst)
     }
 
     /// Completes once no generation is in flight.

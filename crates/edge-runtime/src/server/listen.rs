@@ -15,6 +15,10 @@ use tokio::task::JoinSet;
 /// 503) once the drain is over.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
+/// How long cancelled requests get to end after the shutdown deadline before their
+/// connections are dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// Serves `state` on `listener` until `shutdown` completes, then drains: new requests
 /// get 503, requests in flight get [`super::Timeouts::shutdown`] to finish and are
 /// cancelled after it (a stream ends with an error event); it returns once none is
@@ -37,7 +41,7 @@ pub async fn serve_on(
         tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => {
-                accept(accepted, &mut connections, &app, timeouts, Some(closing.clone())).await;
+                accept(accepted, &mut connections, &app, timeouts, closing.clone()).await;
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
@@ -48,11 +52,15 @@ pub async fn serve_on(
         lifecycle.generations(),
         timeouts.shutdown.as_secs_f64()
     );
-    // Idle kept-alive connections close now, busy ones after their response.
-    let _ = close.send(true);
+    // Open connections stay: a request on one gets its 503 (and `Connection: close`)
+    // rather than a closed socket. They are closed when the drain is over.
     let deadline = tokio::time::sleep(timeouts.shutdown);
+    // Past the deadline the workers end within a poll; one blocked on a client that
+    // stopped reading cannot, so the drain stops regardless a moment later (dropping
+    // the connections unblocks it).
+    let hard_stop = tokio::time::sleep(timeouts.shutdown + CANCEL_GRACE);
     let idle = lifecycle.until_idle();
-    tokio::pin!(deadline, idle);
+    tokio::pin!(deadline, hard_stop, idle);
     loop {
         tokio::select! {
             () = &mut idle => break,
@@ -63,14 +71,23 @@ pub async fn serve_on(
                 );
                 lifecycle.cancel_all();
             }
+            () = &mut hard_stop => {
+                tracing::warn!(
+                    "{} requests still in flight after the deadline: closing their connections",
+                    lifecycle.generations()
+                );
+                break;
+            }
             // New connections are still answered (503) rather than refused.
             accepted = listener.accept() => {
-                accept(accepted, &mut connections, &app, timeouts, None).await;
+                accept(accepted, &mut connections, &app, timeouts, closing.clone()).await;
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
     drop(listener);
+    // Idle connections close now, busy ones after their response.
+    let _ = close.send(true);
     let finished = async { while connections.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(CLOSE_GRACE, finished).await;
     tracing::info!("stopped");
@@ -84,7 +101,7 @@ async fn accept(
     connections: &mut JoinSet<()>,
     app: &Router,
     timeouts: Timeouts,
-    closing: Option<watch::Receiver<bool>>,
+    closing: watch::Receiver<bool>,
 ) {
     match accepted {
         Ok((tcp, _)) => {

@@ -15,7 +15,8 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// A request head must be complete within this long of its first byte; a slow or
-    /// half-sent head has its connection closed.
+    /// half-sent head has its connection closed. (A head sent while the previous
+    /// response is still going out is bounded by `idle` only.)
     pub header: Duration,
     /// A connection waiting for a request (new, or kept alive after a response) is
     /// closed when no complete head has arrived this long after it began waiting.
@@ -50,6 +51,10 @@ pub(crate) async fn read_body(
     next: Next,
 ) -> Response {
     let inner = &state.inner;
+    // Counted from before the drain check to its response (a generation keeps its
+    // own count while it streams): a request past the check is one the drain waits
+    // for.
+    let _counted = inner.lifecycle.generation();
     if inner.lifecycle.draining() {
         let refused = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -74,15 +74,26 @@ async fn a_short_budget_preempts_and_every_request_completes() {
         decode_reserve: 8,
         ..EngineConfig::default()
     };
-    let base = start_engine(16, config).await;
-    let replies = concurrent(&base, 8, |i| {
+    let guard = Duration::from_secs(120);
+    let base = start_engine(16, config, |s| s.with_request_timeout(guard)).await;
+    let body = |i: usize| {
         let text = format!("{i} {}", "the cat sat on the mat and ".repeat(3));
         // `ignore_eos`: every reply runs its full length, so replies overlap.
         json!({"messages": [user(&text)], "max_tokens": 160, "temperature": 0, "ignore_eos": true})
-    })
-    .await;
+    };
+    let replies = concurrent(&base, 8, body).await;
     for (status, v) in &replies {
         assert_eq!(*status, 200, "{v}");
+    }
+    // Each reply is the one the request gets alone, on a roomy server: a resumed
+    // request neither repeats nor loses text.
+    let roomy = start(16, 1, None).await;
+    let client = reqwest::Client::new();
+    for (i, (_, v)) in replies.iter().enumerate() {
+        let (status, alone) = post(&client, &format!("{roomy}/v1/chat/completions"), body(i)).await;
+        assert_eq!(status, 200, "{alone}");
+        let text = |v: &Value| v["choices"][0]["message"].clone();
+        assert_eq!(text(v), text(&alone), "request {i}");
     }
     let h = health(&base).await;
     assert!(h["preemptions"].as_u64().unwrap() > 0, "{h}");

@@ -55,6 +55,11 @@ async fn a_device_out_of_memory_is_a_500_and_the_server_recovers() {
         let (status, v) = post(&client, &url, short.clone()).await;
         assert_eq!(status, 200, "the server recovers: {v}");
     }
+    let held = device.memory_used().unwrap();
+    assert!(
+        held <= used + (64 << 10),
+        "{held} bytes held past the limit"
+    );
     let health: Value = (client.get(format!("{base}/health")).send().await.unwrap())
         .json()
         .await

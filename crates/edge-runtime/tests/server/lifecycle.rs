@@ -118,7 +118,16 @@ async fn a_drain_refuses_new_requests_then_cancels_what_runs_past_the_deadline()
     assert!(!first.is_empty());
     let stopped_at = Instant::now();
     stop.send(()).unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The drain has begun once /health answers 503.
+    let health = format!("{base}/health");
+    let begun = async {
+        while !reqwest::get(&health).await.is_ok_and(|r| r.status() == 503) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), begun)
+        .await
+        .expect("the drain begins");
     let (status, v) = post(
         &reqwest::Client::new(),
         &chat,

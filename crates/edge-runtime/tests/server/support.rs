@@ -22,9 +22,14 @@ pub async fn start(queue: usize, max_sequences: usize, context: Option<usize>) -
     serve(state(queue, max_sequences, context)).await
 }
 
-/// A server on the demo model whose engine runs under `config`; returns its base URL.
-pub async fn start_engine(queue: usize, config: EngineConfig) -> String {
-    serve(state_with(queue, config, None)).await
+/// A server on the demo model whose engine runs under `config` and whose state `f`
+/// adjusts; returns its base URL.
+pub async fn start_engine(
+    queue: usize,
+    config: EngineConfig,
+    f: impl FnOnce(ServerState) -> ServerState,
+) -> String {
+    serve(f(state_with(queue, config, None))).await
 }
 
 /// The demo model's cache spec under `cache` (to size budgets in pages).

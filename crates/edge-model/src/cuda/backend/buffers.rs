@@ -80,7 +80,7 @@ impl BufferPool {
         }
         match dev.zeros(len) {
             Ok(slice) => Ok(DeviceBuf::from_slice(slice)),
-            Err(_) if self.pooled_bytes > 0 => {
+            Err(e) if e.is_out_of_memory() && self.pooled_bytes > 0 => {
                 self.free.clear();
                 self.pooled_bytes = 0;
                 Ok(DeviceBuf::from_slice(dev.zeros(len)?))
@@ -107,5 +107,33 @@ impl BufferPool {
     /// Bytes held for reuse.
     pub(super) fn pooled_bytes(&self) -> usize {
         self.pooled_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device too full for a new buffer, with buffers of other lengths pooled: the
+    /// pool frees them and the allocation succeeds; with nothing pooled the device's
+    /// out-of-memory error comes back.
+    #[test]
+    fn a_full_device_gets_the_pooled_buffers_back() {
+        let dev = CudaDevice::emulated(&[]);
+        let mut pool = BufferPool::new(1 << 20);
+        let kept = pool.take(&dev, 1024).unwrap(); // 4 KiB
+        pool.give(kept);
+        assert_eq!(pool.pooled_bytes(), 4096);
+        let used = dev.memory_used().unwrap();
+        dev.set_memory_limit(Some(used + 2048)).unwrap();
+        // 6 KiB: only with the pooled 4 KiB freed.
+        let big = pool.take(&dev, 1536).unwrap();
+        assert_eq!(pool.pooled_bytes(), 0);
+        let err = pool.take(&dev, 4096).unwrap_err();
+        assert!(
+            matches!(&err, crate::ModelError::Core(e) if e.is_out_of_memory()),
+            "{err}"
+        );
+        drop(big);
     }
 }
