@@ -234,10 +234,10 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Runs one request to completion (the only one in flight: call it on an idle
-    /// engine, or use [`Engine::submit`] and [`Engine::step`]). A request the cache
-    /// budget cannot hold, or a malformed one, fails before any work with a typed
-    /// error; the cache is left as it was except for snapshots it may have evicted or
-    /// gained.
+    /// engine, or use [`Engine::submit`] and [`Engine::step`]). A malformed request,
+    /// or one the whole cache budget could never hold ([`RuntimeError::ExceedsCache`]),
+    /// fails before any work with a typed error; the cache is left as it was except
+    /// for snapshots it may have evicted or gained.
     pub fn generate(&mut self, req: &GenerateRequest) -> Result<GenerateOutput> {
         let result = Arc::new(std::sync::Mutex::new(None));
         let slot = result.clone();
