@@ -290,8 +290,8 @@ impl<B: Backend> Engine<B> {
         if let Some(a) = self.active.iter_mut().find(|a| a.id == id) {
             a.end(StopReason::Cancelled);
         }
-        if let Some(at) = self.waiting.iter().position(|a| a.id == id) {
-            let mut a = self.waiting.remove(at).expect("position is in range");
+        let at = self.waiting.iter().position(|a| a.id == id);
+        if let Some(mut a) = at.and_then(|at| self.waiting.remove(at)) {
             a.end(StopReason::Cancelled);
             self.finish(a, Ok(()));
         }

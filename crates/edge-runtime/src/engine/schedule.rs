@@ -114,12 +114,11 @@ impl<B: Backend> Engine<B> {
             return;
         }
         self.probed = Instant::now();
-        let mut i = 0;
-        while i < self.waiting.len() {
-            if self.waiting[i].send(Event::Alive) {
-                i += 1;
+        let waiting = std::mem::take(&mut self.waiting);
+        for mut a in waiting {
+            if a.send(Event::Alive) {
+                self.waiting.push_back(a);
             } else {
-                let mut a = self.waiting.remove(i).expect("index is in range");
                 a.end(StopReason::Cancelled);
                 self.finish(a, Ok(()));
             }

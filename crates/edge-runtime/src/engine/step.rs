@@ -92,29 +92,23 @@ impl<B: Backend> Engine<B> {
                 }
             }
         }
-        let prefill = self
-            .active
-            .iter()
-            .enumerate()
-            .find_map(|(i, a)| match (&a.phase, a.seq) {
-                (Phase::Prefill(p), Some(seq)) => p.passes.front().map(|&pass| (i, seq, pass)),
-                _ => None,
-            });
-        if let Some((i, seq, (from, to, snapshot))) = prefill {
-            let Phase::Prefill(p) = &self.active[i].phase else {
-                unreachable!("found prefilling above");
-            };
-            let rows = match to == p.tokens.len() {
-                true => LogitRows::Last,
-                false => LogitRows::None,
-            };
-            batch.push(seq, &p.tokens[from..to], from, rows);
-            roles.push((i, Role::Prefill(from, to, snapshot)));
-        }
+        // The oldest prefilling request's next pass.
+        let prefill = (self.active.iter().enumerate()).find_map(|(i, a)| match (&a.phase, a.seq) {
+            (Phase::Prefill(p), Some(seq)) => p.passes.front().map(|&(from, to, snapshot)| {
+                let rows = match to == p.tokens.len() {
+                    true => LogitRows::Last,
+                    false => LogitRows::None,
+                };
+                batch.push(seq, &p.tokens[from..to], from, rows);
+                (i, Role::Prefill(from, to, snapshot))
+            }),
+            _ => None,
+        });
+        let want_hidden = self.config.speculation.is_some() && prefill.is_some();
+        roles.extend(prefill);
         if batch.is_empty() {
             return;
         }
-        let want_hidden = self.config.speculation.is_some() && prefill.is_some();
         let ran = model
             .forward(&mut self.backend, &batch, &mut self.cache)
             .and_then(|out| {

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 pub(crate) struct Lifecycle {
     draining: AtomicBool,
     cancelling: AtomicBool,
-    generations: AtomicUsize,
+    in_flight: AtomicUsize,
     idle: Notify,
 }
 
@@ -43,17 +43,17 @@ impl Lifecycle {
     }
 
     /// Counts a request or generation in flight until the returned guard drops.
-    pub fn generation(self: &Arc<Self>) -> Generation {
-        self.generations.fetch_add(1, Ordering::SeqCst);
-        Generation(self.clone())
+    pub fn track(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone())
     }
 
     /// Requests and generations in flight.
-    pub fn generations(&self) -> usize {
-        self.generations.load(Ordering::SeqCst)
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
     }
 
-    /// Completes once no generation is in flight.
+    /// Completes once nothing is in flight.
     pub async fn until_idle(&self) {
         loop {
             let notified = self.idle.notified();
@@ -61,7 +61,7 @@ impl Lifecycle {
             // Registered before the count is read, so a guard dropping in between
             // still wakes this waiter.
             notified.as_mut().enable();
-            if self.generations() == 0 {
+            if self.in_flight() == 0 {
                 return;
             }
             notified.await;
@@ -69,13 +69,13 @@ impl Lifecycle {
     }
 }
 
-/// A generation in flight; dropping it ends the count.
+/// A request or generation in flight; dropping it ends the count.
 #[derive(Debug)]
-pub(crate) struct Generation(Arc<Lifecycle>);
+pub(crate) struct InFlight(Arc<Lifecycle>);
 
-impl Drop for Generation {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.generations.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.0.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.idle.notify_waiters();
         }
     }
@@ -90,8 +90,8 @@ mod tests {
     async fn idle_completes_when_the_last_generation_ends() {
         let life = Arc::new(Lifecycle::default());
         life.until_idle().await;
-        let (a, b) = (life.generation(), life.generation());
-        assert_eq!(life.generations(), 2);
+        let (a, b) = (life.track(), life.track());
+        assert_eq!(life.in_flight(), 2);
         let waiter = {
             let life = life.clone();
             tokio::spawn(async move { life.until_idle().await })

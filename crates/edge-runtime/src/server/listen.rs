@@ -49,7 +49,7 @@ pub async fn serve_on(
     lifecycle.drain();
     tracing::info!(
         "draining: new requests get 503; {} in flight have {:.1} s to finish",
-        lifecycle.generations(),
+        lifecycle.in_flight(),
         timeouts.shutdown.as_secs_f64()
     );
     // Open connections stay: a request on one gets its 503 (and `Connection: close`)
@@ -67,14 +67,14 @@ pub async fn serve_on(
             () = &mut deadline, if !lifecycle.cancelling() => {
                 tracing::warn!(
                     "shutdown deadline passed: cancelling {} requests in flight",
-                    lifecycle.generations()
+                    lifecycle.in_flight()
                 );
                 lifecycle.cancel_all();
             }
             () = &mut hard_stop => {
                 tracing::warn!(
                     "{} requests still in flight after the deadline: closing their connections",
-                    lifecycle.generations()
+                    lifecycle.in_flight()
                 );
                 break;
             }

@@ -54,7 +54,7 @@ pub(crate) async fn read_body(
     // Counted from before the drain check to its response (a generation keeps its
     // own count while it streams): a request past the check is one the drain waits
     // for.
-    let _counted = inner.lifecycle.generation();
+    let _counted = inner.lifecycle.track();
     if inner.lifecycle.draining() {
         let refused = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -122,7 +122,7 @@ pub fn start(
     let state = state.clone();
     let stops = params.stop.clone();
     let watch = tx.clone();
-    let generation = state.inner.lifecycle.generation();
+    let generation = state.inner.lifecycle.track();
     tokio::task::spawn_blocking(move || {
         let _counted = generation;
         let wanted = || !watch.is_closed();
