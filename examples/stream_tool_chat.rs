@@ -143,6 +143,11 @@ fn print_delta(out: &mut impl Write, delta: Delta) -> std::io::Result<()> {
         Delta::Reasoning(r) => write!(out, "\x1b[2m{r}\x1b[0m")?,
         Delta::Content(c) => write!(out, "{c}")?,
         Delta::ToolCall(call) => writeln!(out, "\n[tool call] {}", call.to_openai())?,
+        // Calls streamed as written (a parser with `streaming_calls(true)`, for decoding
+        // that follows the tool-call grammar).
+        Delta::ToolCallBegin(head) => write!(out, "\n[tool call] {}: ", head.name)?,
+        Delta::ToolCallArguments { text, .. } => write!(out, "{text}")?,
+        Delta::ToolCallEnd(_) => writeln!(out)?,
     }
     out.flush()
 }

@@ -4,7 +4,7 @@
 use super::errors::ApiError;
 use super::logprobs::{self, LogprobEntry};
 use super::worker::{Piece, Summary};
-use crate::tool_calls::Delta;
+use crate::tool_calls::{Delta, ToolCall};
 use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -98,14 +98,12 @@ impl ChunkWriter {
         match piece {
             Piece::Logprob(entry) => self.pending.push(entry),
             Piece::Delta(d) => {
-                self.open(&mut out);
-                let delta = match d {
-                    Delta::Content(c) => json!({"content": c}),
-                    Delta::Reasoning(r) => json!({"reasoning_content": r}),
-                    Delta::ToolCall(call) => json!({"tool_calls": [call.to_openai_delta()]}),
-                };
-                let choice = self.choice(delta, None);
-                record(&mut out, &self.chunk(choice, None));
+                // A streamed call's end adds nothing: its pieces were sent.
+                if let Some(delta) = d.to_openai() {
+                    self.open(&mut out);
+                    let choice = self.choice(delta, None);
+                    record(&mut out, &self.chunk(choice, None));
+                }
             }
             Piece::Done(s) => {
                 self.open(&mut out);
@@ -183,7 +181,8 @@ pub async fn collect(
         match piece {
             Piece::Delta(Delta::Content(c)) => content.push_str(&c),
             Piece::Delta(Delta::Reasoning(r)) => reasoning.push_str(&r),
-            Piece::Delta(Delta::ToolCall(c)) => calls.push(c.to_openai()),
+            // A streamed call is taken whole from its end.
+            Piece::Delta(d) => calls.extend(d.completed_call().map(ToolCall::to_openai)),
             Piece::Logprob(e) => entries.push(e),
             Piece::Done(s) => break s,
             Piece::Error(e) => return Err(e),

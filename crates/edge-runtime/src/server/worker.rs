@@ -11,7 +11,7 @@ use super::chat::{GenParams, Prompt};
 use super::errors::ApiError;
 use super::logprobs::LogprobEntry;
 use crate::tool_calls::{
-    Delta, ToolCallFormat, ToolCallParser, ToolConstraint, prompt_opens_reasoning,
+    Delta, ToolCallFormat, ToolCallParser, ToolConstraint, WarningKind, prompt_opens_reasoning,
 };
 use crate::{Event, GenerateRequest, Polled, RequestStream, StopReason};
 use axum::http::StatusCode;
@@ -161,7 +161,10 @@ fn stop_cut(text: &str, shown: usize, stops: &[String]) -> (usize, bool) {
 /// plain completions.
 struct Splitter {
     parser: Option<ToolCallParser>,
+    /// Complete calls so far.
     tool_calls: usize,
+    /// Whether a streamed call ended early (the reply was cut inside it).
+    cut_call: bool,
 }
 
 impl Splitter {
@@ -179,16 +182,14 @@ impl Splitter {
         };
         let (deltas, warnings) = p.finish();
         for w in warnings {
+            self.cut_call |= w.kind == WarningKind::IncompleteCall;
             tracing::debug!("tool-call parser: {}", w.message);
         }
         self.count(deltas)
     }
 
     fn count(&mut self, deltas: Vec<Delta>) -> Vec<Delta> {
-        self.tool_calls += deltas
-            .iter()
-            .filter(|d| matches!(d, Delta::ToolCall(_)))
-            .count();
+        self.tool_calls += deltas.iter().filter_map(Delta::completed_call).count();
         deltas
     }
 }
@@ -219,6 +220,9 @@ pub fn run(
         .template
         .tool_call_format()
         .unwrap_or(ToolCallFormat::Xml);
+    // Calls decoded under the tool-call grammar cannot turn out malformed: they are
+    // streamed as they are written (see `submit` for when the grammar applies).
+    let constrained = inner.tool_vocab.is_some() && prompt.tools.is_some();
     let mut split = Splitter {
         parser: prompt.chat.then(|| {
             ToolCallParser::new(
@@ -226,8 +230,10 @@ pub fn run(
                 prompt.tools.as_ref(),
                 prompt_opens_reasoning(&prompt.text),
             )
+            .streaming_calls(constrained)
         }),
         tool_calls: 0,
+        cut_call: false,
     };
     let started = Instant::now();
     let mut last: Option<Instant> = None;
@@ -325,6 +331,9 @@ pub fn run(
                     inner.metrics.speculation(s.drafted, s.accepted);
                 }
                 let finish_reason = match out.stop {
+                    // A call cut by the token limit: the limit is what the client
+                    // needs to know.
+                    StopReason::Length | StopReason::Context if split.cut_call => "length",
                     _ if split.tool_calls > 0 => "tool_calls",
                     StopReason::Length | StopReason::Context => "length",
                     StopReason::Stop | StopReason::Cancelled => "stop",

@@ -77,16 +77,31 @@
 //!
 //! # Streaming
 //!
-//! [`Delta::ToolCall`] carries a complete call, emitted when its `</tool_call>`
-//! arrives; there are no partial argument deltas. In OpenAI's streaming form a server
-//! sends it as one `tool_calls` chunk with `index`, `id`, `type`, `function.name` and the
-//! whole `function.arguments` string ([`ToolCall::to_openai_delta`]).
+//! By default a call is held back and [`Delta::ToolCall`] carries it complete, emitted
+//! when its `</tool_call>` arrives: a call the model writes freely may still turn out
+//! malformed, and then its text is content. In OpenAI's streaming form a server sends it
+//! as one `tool_calls` chunk with `index`, `id`, `type`, `function.name` and the whole
+//! `function.arguments` string ([`ToolCall::to_openai_delta`]).
+//!
+//! When decoding follows the tool-call grammar an opened call cannot turn out
+//! malformed (only cut by the token limit), so a server streams it as it is written
+//! ([`ToolCallParser::streaming_calls`]), as OpenAI and vLLM do:
+//! [`Delta::ToolCallBegin`] (`index`, `id`, `type`, `function.name`, empty
+//! `arguments`) once `<function=NAME>` is complete, then [`Delta::ToolCallArguments`]
+//! fragments of `function.arguments` as the values are written (a string value piece
+//! by piece, any other value whole at its `</parameter>`), then [`Delta::ToolCallEnd`]
+//! with the whole call, which adds nothing to the stream: the fragments of a call
+//! concatenate to exactly its [`ToolCall::arguments_json`]. [`Delta::to_openai`] gives
+//! each delta's OpenAI form. A streamed call that leaves the format anyway ends with the
+//! values written so far ([`WarningKind::IncompleteCall`]), and a parameter given twice
+//! keeps its first value (it was already sent).
 
 mod body;
 mod format;
 pub mod grammar;
 mod schema;
 mod stream;
+mod stream_call;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -148,6 +163,18 @@ impl ToolCall {
     }
 }
 
+/// The head of a call streamed as it is written: what the first `tool_calls` delta of
+/// the call carries.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallHead {
+    /// Position among the reply's recognised calls, from 0.
+    pub index: usize,
+    /// As [`ToolCall::id`].
+    pub id: String,
+    /// The function's name as the model wrote it (trimmed).
+    pub name: String,
+}
+
 /// One event of the streaming parser.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delta {
@@ -155,8 +182,53 @@ pub enum Delta {
     Content(String),
     /// Text of the reasoning (`reasoning_content`).
     Reasoning(String),
-    /// A complete tool call, emitted once its `</tool_call>` has arrived.
+    /// A complete tool call held back until its `</tool_call>` arrived.
     ToolCall(ToolCall),
+    /// A streamed call's head, as soon as its function name is complete.
+    ToolCallBegin(ToolCallHead),
+    /// The next piece of a streamed call's `function.arguments` JSON text.
+    ToolCallArguments {
+        /// The call's index.
+        index: usize,
+        /// The piece.
+        text: String,
+    },
+    /// A streamed call is complete: the whole call, whose arguments JSON is the
+    /// concatenation of its [`Delta::ToolCallArguments`]. It adds nothing to a stream.
+    ToolCallEnd(ToolCall),
+}
+
+impl Delta {
+    /// The delta as an OpenAI chat chunk's `delta` object: `{"content": ..}`,
+    /// `{"reasoning_content": ..}` or `{"tool_calls": [..]}`; `None` for
+    /// [`Delta::ToolCallEnd`], which the earlier deltas already sent.
+    pub fn to_openai(&self) -> Option<Value> {
+        Some(match self {
+            Delta::Content(c) => json!({"content": c}),
+            Delta::Reasoning(r) => json!({"reasoning_content": r}),
+            Delta::ToolCall(call) => json!({"tool_calls": [call.to_openai_delta()]}),
+            Delta::ToolCallBegin(h) => json!({"tool_calls": [{
+                "index": h.index,
+                "id": h.id,
+                "type": "function",
+                "function": {"name": h.name, "arguments": ""},
+            }]}),
+            Delta::ToolCallArguments { index, text } => json!({"tool_calls": [{
+                "index": index,
+                "function": {"arguments": text},
+            }]}),
+            Delta::ToolCallEnd(_) => return None,
+        })
+    }
+
+    /// The complete call this delta finishes ([`Delta::ToolCall`] or
+    /// [`Delta::ToolCallEnd`]): what a whole reply's `tool_calls` lists.
+    pub fn completed_call(&self) -> Option<&ToolCall> {
+        match self {
+            Delta::ToolCall(c) | Delta::ToolCallEnd(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// What a [`Warning`] is about.
@@ -178,6 +250,9 @@ pub enum WarningKind {
     DuplicateParameter,
     /// The reply ended inside the reasoning.
     UnclosedReasoning,
+    /// A streamed call whose text ended, or left the format, before it was complete:
+    /// it keeps the values written so far.
+    IncompleteCall,
 }
 
 /// A problem found in the model's output. Warnings are data: the reply is still
@@ -251,7 +326,15 @@ pub fn parse_complete(
     text: &str,
     starts_in_reasoning: bool,
 ) -> ParsedReply {
-    let mut parser = ToolCallParser::new(format, tools, starts_in_reasoning);
+    parse_with(
+        ToolCallParser::new(format, tools, starts_in_reasoning),
+        text,
+    )
+}
+
+/// Parses a whole reply with `parser` (for a parser set up with
+/// [`ToolCallParser::streaming_calls`] or its own id prefix).
+pub fn parse_with(mut parser: ToolCallParser, text: &str) -> ParsedReply {
     let mut deltas = parser.push(text);
     let (rest, warnings) = parser.finish();
     deltas.extend(rest);
@@ -264,7 +347,8 @@ pub fn parse_complete(
         match d {
             Delta::Content(t) => reply.content.push_str(&t),
             Delta::Reasoning(t) => reasoning.push_str(&t),
-            Delta::ToolCall(c) => reply.tool_calls.push(c),
+            Delta::ToolCall(c) | Delta::ToolCallEnd(c) => reply.tool_calls.push(c),
+            Delta::ToolCallBegin(_) | Delta::ToolCallArguments { .. } => {}
         }
     }
     if !reasoning.is_empty() {

@@ -78,6 +78,15 @@ impl ToolSchemas {
             .get(param)
     }
 
+    /// Whether `function`'s parameter `param` declares `string` and nothing else, so
+    /// [`ToolSchemas::convert_value`] keeps its text verbatim whatever it turns out to
+    /// be (and a streamed call can send it as it is written).
+    pub fn keeps_verbatim(&self, function: &str, param: &str) -> bool {
+        self.property(function, param)
+            .and_then(declared_types)
+            .is_some_and(|types| types == [JsonType::String])
+    }
+
     /// Converts one XML parameter's text (the `\n`s of the format already removed) to
     /// the JSON type its schema declares. `string` keeps the text verbatim; `integer`,
     /// `number`, `object`, `array` and `null` parse it as JSON; `boolean` parses JSON

@@ -2,6 +2,7 @@
 //! out, never part of a tag (see the module docs for the rules).
 
 use super::body::parse_body;
+use super::stream_call::StreamedCall;
 use super::{
     CALL_CLOSE, CALL_OPEN, Delta, THINK_CLOSE, THINK_OPEN, ToolCall, ToolCallFormat, ToolSchemas,
     Warning, WarningKind,
@@ -95,6 +96,10 @@ pub struct ToolCallParser {
     call_raw: String,
     /// The whitespace before the open call: content if the call turns out malformed.
     call_lead_ws: String,
+    /// Whether calls are streamed as they are written (see [`ToolCallParser::streaming_calls`]).
+    streams_calls: bool,
+    /// The open call's streaming state, when calls are streamed.
+    streamed: Option<StreamedCall>,
     calls: usize,
     warnings: Vec<Warning>,
     out: Vec<Delta>,
@@ -119,6 +124,8 @@ impl ToolCallParser {
             reasoning: Channel::default(),
             call_raw: String::new(),
             call_lead_ws: String::new(),
+            streams_calls: false,
+            streamed: None,
             calls: 0,
             warnings: Vec::new(),
             out: Vec::new(),
@@ -128,6 +135,19 @@ impl ToolCallParser {
     /// Uses `prefix` instead of `call_` for tool-call ids (`<prefix><index>`).
     pub fn with_id_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.id_prefix = prefix.into();
+        self
+    }
+
+    /// Streams each XML call as it is written ([`Delta::ToolCallBegin`] once its name is
+    /// complete, then [`Delta::ToolCallArguments`], then [`Delta::ToolCallEnd`]) instead
+    /// of holding it back until its `</tool_call>` ([`Delta::ToolCall`]). Meant for
+    /// decoding that follows the tool-call grammar, where an opened call cannot turn
+    /// out malformed: a streamed call that leaves the format anyway (or is cut by the
+    /// end of the reply) ends as a call with the values written so far, with a
+    /// [`WarningKind::IncompleteCall`] warning, not as content. A call whose body is
+    /// not `<function=NAME>` is held back as usual.
+    pub fn streaming_calls(mut self, on: bool) -> Self {
+        self.streams_calls = on;
         self
     }
 
@@ -157,8 +177,10 @@ impl ToolCallParser {
                 ));
             }
             Mode::Call => {
-                self.call_raw.push_str(&rest);
-                self.abandon_call("the reply ended before </tool_call>".into());
+                self.call_text(&rest);
+                if !self.end_streamed_call(false) {
+                    self.abandon_call("the reply ended before </tool_call>".into());
+                }
             }
         }
         (self.out, self.warnings)
@@ -205,6 +227,10 @@ impl ToolCallParser {
                         self.call_lead_ws = std::mem::take(&mut self.content.held_ws);
                         self.call_raw = text[at..].to_string();
                         self.mode = Mode::Call;
+                        if self.streams_calls {
+                            let id = format!("{}{}", self.id_prefix, self.calls);
+                            self.streamed = Some(StreamedCall::new(self.calls, id));
+                        }
                     }
                     Scan::Partial(at) => {
                         let text: String = self.buf.drain(..at).collect();
@@ -219,32 +245,62 @@ impl ToolCallParser {
                 },
                 Mode::Call => match scan(&self.buf, &[CALL_CLOSE, CALL_OPEN]) {
                     Scan::Found(at, tag) if tag == CALL_CLOSE => {
-                        let text: String = self.buf.drain(..at + tag.len()).collect();
-                        self.call_raw.push_str(&text);
+                        let text: String = self.buf.drain(..at).collect();
+                        self.call_text(&text);
+                        self.buf.drain(..tag.len());
+                        self.call_raw.push_str(tag);
                         self.mode = Mode::Content;
-                        self.close_call();
+                        if !self.end_streamed_call(true) {
+                            self.close_call();
+                        }
                     }
                     Scan::Found(at, _) => {
                         // Another `<tool_call>` before `</tool_call>`: this one is
                         // abandoned, the new one is read from the content mode.
                         let text: String = self.buf.drain(..at).collect();
-                        self.call_raw.push_str(&text);
+                        self.call_text(&text);
                         self.mode = Mode::Content;
-                        self.abandon_call("a new <tool_call> began before </tool_call>".into());
+                        if !self.end_streamed_call(false) {
+                            self.abandon_call("a new <tool_call> began before </tool_call>".into());
+                        }
                     }
                     Scan::Partial(at) => {
                         let text: String = self.buf.drain(..at).collect();
-                        self.call_raw.push_str(&text);
+                        self.call_text(&text);
                         return;
                     }
                     Scan::Clear => {
                         let text = std::mem::take(&mut self.buf);
-                        self.call_raw.push_str(&text);
+                        self.call_text(&text);
                         return;
                     }
                 },
             }
         }
+    }
+
+    /// Decided text of the open call (never part of a call tag).
+    fn call_text(&mut self, text: &str) {
+        self.call_raw.push_str(text);
+        if let Some(call) = &mut self.streamed {
+            call.push(text, &self.schemas, &mut self.out);
+        }
+    }
+
+    /// Ends the open call if it was announced (streamed), at its `</tool_call>`
+    /// (`closed`) or cut; false (changing nothing) when the call is not streamed.
+    fn end_streamed_call(&mut self, closed: bool) -> bool {
+        let Some(mut call) = self.streamed.take() else {
+            return false;
+        };
+        if !call.announced() {
+            return false;
+        }
+        call.end(closed, &self.schemas, &mut self.out, &mut self.warnings);
+        self.calls += 1;
+        self.call_raw.clear();
+        self.call_lead_ws.clear();
+        true
     }
 
     /// The open call's `</tool_call>` has arrived: a call, or content if malformed.

@@ -6,7 +6,7 @@ use super::{ChatBackend, ChatReply, ClientError, ReplyBuilder, Speculation, Usag
 use edge_runtime::server::ServerState;
 use edge_runtime::server::in_process::chat_completion;
 use edge_runtime::tool_calls::Delta;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::time::Instant;
 
 /// The server's state, without the server.
@@ -25,15 +25,12 @@ impl InProcess {
 impl ChatBackend for InProcess {
     fn complete(&mut self, body: &Value, _session: Option<&str>) -> Result<ChatReply, ClientError> {
         let mut b = ReplyBuilder::new(Instant::now());
-        let summary = chat_completion(&self.state, body, |d| match d {
-            Delta::Content(c) => b.content(c),
-            Delta::Reasoning(r) => b.reasoning(r),
-            Delta::ToolCall(c) => b.tool_call(
-                c.index as u64,
-                Some(&c.id),
-                Some(&c.name),
-                &c.arguments_json(),
-            ),
+        // Each delta as the SSE chunk the server would send, merged as the endpoint
+        // client merges chunks (a streamed call's end sends nothing).
+        let summary = chat_completion(&self.state, body, |d: &Delta| {
+            if let Some(delta) = d.to_openai() {
+                b.chunk(&json!({"choices": [{"index": 0, "delta": delta}]}));
+            }
         })
         .map_err(|e| ClientError::Engine(e.to_string()))?;
         b.finish_reason(summary.finish_reason);
