@@ -7,7 +7,7 @@ use super::active::{Event, EventSink};
 use super::request::{EngineStats, GenerateRequest};
 use super::schedule::PROBE_INTERVAL;
 use crate::{Result, RuntimeError};
-use edge_kvcache::CacheUsage;
+use edge_kvcache::{CacheUsage, SequenceCache};
 use edge_model::Backend;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -41,6 +41,9 @@ pub struct EngineStatus {
     pub stats: EngineStats,
     /// The cache's bytes and pages by kind.
     pub cache: CacheUsage,
+    /// Bytes of one KV page (a block of tokens across every attention layer), to
+    /// count [`EngineStatus::cache`]'s bytes in pages.
+    pub page_bytes: usize,
     /// Whether every page's reference count matches its holders.
     pub refcounts_ok: bool,
 }
@@ -183,6 +186,18 @@ impl EngineHandle {
         self.queued.load(Ordering::Acquire)
     }
 
+    /// The most requests that may be queued ([`EngineHandle::queued`]); one more is
+    /// refused with [`RuntimeError::QueueFull`].
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether the engine thread is still running (it stops when the handle drops, or
+    /// if it panicked): without it every request would fail.
+    pub fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// The engine's state, answered between steps (it waits for the current step).
     pub fn status(&self) -> Result<EngineStatus> {
         let (tx, rx) = mpsc::channel();
@@ -261,6 +276,7 @@ fn run<B: Backend>(mut engine: Engine<B>, mut waiting: Waiting, controls: Receiv
                         waiting: engine.waiting(),
                         stats: engine.stats(),
                         cache: engine.cache().usage(),
+                        page_bytes: engine.cache().spec().block_bytes(),
                         refcounts_ok: engine.cache().verify_refcounts().is_ok(),
                     });
                 }

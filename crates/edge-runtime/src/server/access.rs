@@ -34,8 +34,9 @@ impl std::fmt::Debug for AccessPolicy {
 }
 
 impl AccessPolicy {
-    /// Every route but `/health` then needs `Authorization: Bearer <key>` (compared in
-    /// constant time). An empty key (after trimming) is refused with `None`.
+    /// Every route but the probes (`/health`, `/ready`) then needs `Authorization:
+    /// Bearer <key>` (compared in constant time). An empty key (after trimming) is
+    /// refused with `None`.
     pub fn with_api_key(mut self, key: &str) -> Option<Self> {
         let key = key.trim();
         if key.is_empty() {
@@ -89,7 +90,7 @@ impl AccessPolicy {
             }
         }
         let key = self.api_key.as_deref()?;
-        if path == "/health" {
+        if PROBES.contains(&path) {
             return None;
         }
         let given = headers
@@ -105,6 +106,10 @@ impl AccessPolicy {
         }
     }
 }
+
+/// The routes a load balancer or orchestrator probes, open without the API key (they
+/// say whether the server is up and takes work, nothing about requests).
+const PROBES: &[&str] = &["/health", "/ready"];
 
 fn forbidden(message: String) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, message)
@@ -238,6 +243,8 @@ mod tests {
         };
         assert_eq!(status(&[], "/v1/models"), Some(401));
         assert_eq!(status(&[], "/health"), None);
+        assert_eq!(status(&[], "/ready"), None);
+        assert_eq!(status(&[], "/metrics"), Some(401));
         assert_eq!(
             status(&[("authorization", "Bearer s3cret")], "/v1/models"),
             None

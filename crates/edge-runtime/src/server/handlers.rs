@@ -117,14 +117,18 @@ async fn engine_status(state: &ServerState) -> Result<crate::EngineStatus, ApiEr
         .map_err(ApiError::from)
 }
 
-/// `GET /health`.
+/// `GET /health`: the engine's state (200 while it answers, whether or not it takes
+/// new work: see `ready` for that).
 pub async fn health(State(state): State<ServerState>) -> Result<Json<Value>, ApiError> {
     let s = engine_status(&state).await?;
+    let ready = state.readiness();
     Ok(Json(json!({
         "status": if s.refcounts_ok { "ok" } else { "degraded" },
         "in_flight": s.in_flight,
         "waiting": s.waiting,
-        "queued": state.inner.handle.queued(),
+        "queued": ready.queued,
+        "queue_capacity": ready.capacity,
+        "ready": ready.ready(),
         "preemptions": s.stats.preemptions,
         "sequences": s.cache.sequences,
         "refcounts_ok": s.refcounts_ok,
@@ -132,12 +136,24 @@ pub async fn health(State(state): State<ServerState>) -> Result<Json<Value>, Api
     })))
 }
 
+/// `GET /ready`: 200 while the server takes new work; 503 while it drains, while its
+/// engine queue is at the readiness limit, or once its engine has stopped. The body
+/// says which ([`super::Readiness::body`]). Never waits for an engine step.
+pub async fn ready(State(state): State<ServerState>) -> Response {
+    let r = state.readiness();
+    let status = match r.ready() {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(r.body())).into_response()
+}
+
 /// `GET /metrics`: Prometheus text.
 pub async fn metrics(State(state): State<ServerState>) -> Response {
     let status = engine_status(&state).await.ok();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.inner.metrics.render(status.as_ref()),
+        (state.inner.metrics).render(status.as_ref(), &state.readiness()),
     )
         .into_response()
 }

@@ -1,6 +1,9 @@
 //! Prometheus metrics: requests by status code, tokens, time to first token and
-//! inter-token latency histograms, speculation counters.
+//! inter-token latency histograms, speculation counters; and what a load balancer or
+//! an operator needs to place sessions: readiness, queue depth, requests in flight,
+//! KV pages free, the hot-cache ratio.
 
+use super::Readiness;
 use crate::EngineStatus;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -111,8 +114,9 @@ impl Metrics {
         });
     }
 
-    /// The Prometheus text exposition, with the engine's counters when it answered.
-    pub fn render(&self, status: Option<&EngineStatus>) -> String {
+    /// The Prometheus text exposition: the server's counters, its `readiness`, and the
+    /// engine's counters when it answered.
+    pub fn render(&self, status: Option<&EngineStatus>, readiness: &Readiness) -> String {
         let mut out = String::new();
         self.with(|m| {
             out.push_str(
@@ -151,7 +155,90 @@ impl Metrics {
                 );
             }
         });
+        let flag = |b: bool| usize::from(b);
+        let server_gauges = [
+            (
+                "edge_ready",
+                "1 while the server takes new work (GET /ready answers 200), else 0.",
+                flag(readiness.ready()),
+            ),
+            (
+                "edge_draining",
+                "1 while the server drains on its way down (new requests get 503).",
+                flag(readiness.draining),
+            ),
+            (
+                "edge_queue_depth",
+                "Requests queued for the engine, not yet admitted.",
+                readiness.queued,
+            ),
+            (
+                "edge_queue_capacity",
+                "Requests the engine queue holds (one more gets 429).",
+                readiness.capacity,
+            ),
+            (
+                "edge_ready_queue_limit",
+                "Queue depth at which the server stops being ready.",
+                readiness.queue_limit,
+            ),
+        ];
+        for (name, help, v) in server_gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
         if let Some(s) = status {
+            let page = s.page_bytes.max(1);
+            let c = &s.cache;
+            let engine_gauges = [
+                (
+                    "edge_kv_page_bytes",
+                    "Bytes of one KV page (the unit of the edge_kv_pages_* gauges).",
+                    s.page_bytes,
+                ),
+                (
+                    "edge_kv_pages_total",
+                    "The cache budget, in pages (it holds pages, recurrent states and prefix snapshots).",
+                    c.budget / page,
+                ),
+                (
+                    "edge_kv_pages_free",
+                    "Budget no live request pins, in pages: room for new requests (prefix snapshots in it are evicted as needed).",
+                    c.budget.saturating_sub(c.pinned) / page,
+                ),
+                (
+                    "edge_kv_pages_in_use",
+                    "KV pages referenced by a live request or a prefix snapshot.",
+                    c.pages_in_use / page,
+                ),
+                (
+                    "edge_kv_pinned_bytes",
+                    "Bytes live requests hold or have reserved (never evicted).",
+                    c.pinned,
+                ),
+                (
+                    "edge_kv_snapshot_bytes",
+                    "Bytes of prefix snapshots (recurrent states, logits, hidden rows).",
+                    c.snapshots,
+                ),
+                (
+                    "edge_sequences",
+                    "Live sequences in the cache.",
+                    c.sequences,
+                ),
+                (
+                    "edge_prefix_cache_entries",
+                    "Prefix snapshots kept for reuse.",
+                    c.entries,
+                ),
+            ];
+            for (name, help, v) in engine_gauges {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            }
+            let _ = writeln!(
+                out,
+                "# HELP edge_hot_cache_ratio Prompt tokens restored from the prefix cache over all prompt tokens of finished requests.\n# TYPE edge_hot_cache_ratio gauge\nedge_hot_cache_ratio {}",
+                s.stats.hot_cache_ratio()
+            );
             let _ = writeln!(
                 out,
                 "# HELP edge_in_flight Requests prefilling, decoding or waiting in the engine for cache room.\n# TYPE edge_in_flight gauge\nedge_in_flight {}",
@@ -197,5 +284,77 @@ impl Metrics {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EngineStats;
+    use edge_kvcache::CacheUsage;
+
+    /// The value of the sample `name` in `text`, checking its HELP and TYPE lines.
+    fn sample(text: &str, name: &str) -> f64 {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}");
+        assert!(text.contains(&format!("# TYPE {name} ")), "{name}");
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")));
+        line.unwrap_or_else(|| panic!("{name}")).parse().unwrap()
+    }
+
+    #[test]
+    fn placement_gauges() {
+        let readiness = Readiness {
+            draining: false,
+            engine_running: true,
+            queued: 5,
+            capacity: 8,
+            queue_limit: 6,
+        };
+        let status = EngineStatus {
+            in_flight: 3,
+            waiting: 1,
+            stats: EngineStats {
+                requests: 4,
+                prompt_tokens: 1000,
+                cached_tokens: 900,
+                ..EngineStats::default()
+            },
+            cache: CacheUsage {
+                budget: 100 * 64,
+                pinned: 30 * 64 + 10,
+                pages_in_use: 40 * 64,
+                ..CacheUsage::default()
+            },
+            page_bytes: 64,
+            refcounts_ok: true,
+        };
+        let text = Metrics::default().render(Some(&status), &readiness);
+        for (name, v) in [
+            ("edge_ready", 1.0),
+            ("edge_draining", 0.0),
+            ("edge_queue_depth", 5.0),
+            ("edge_queue_capacity", 8.0),
+            ("edge_ready_queue_limit", 6.0),
+            ("edge_in_flight", 3.0),
+            ("edge_waiting", 1.0),
+            ("edge_kv_page_bytes", 64.0),
+            ("edge_kv_pages_total", 100.0),
+            // 30 pages and 10 bytes pinned: 69 whole pages left.
+            ("edge_kv_pages_free", 69.0),
+            ("edge_kv_pages_in_use", 40.0),
+            ("edge_hot_cache_ratio", 0.9),
+        ] {
+            assert_eq!(sample(&text, name), v, "{name}");
+        }
+        // Without the engine's answer, the server's own gauges are still there.
+        let full = Readiness {
+            queued: 6,
+            ..readiness
+        };
+        let text = Metrics::default().render(None, &full);
+        assert_eq!(sample(&text, "edge_ready"), 0.0);
+        assert!(!text.contains("edge_kv_pages_free"));
     }
 }

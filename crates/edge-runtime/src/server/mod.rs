@@ -1,13 +1,14 @@
 //! The OpenAI-compatible HTTP server (cargo feature `server`).
 //!
 //! Routes: `POST /v1/chat/completions`, `POST /v1/completions` (both streamed with
-//! `stream: true`), `GET /v1/models`, `GET /health`, `GET /metrics`. Requests run on
-//! the engine thread behind an [`EngineHandle`]; a client that disconnects cancels
-//! its request. Errors are OpenAI-style `{"error": {...}}` bodies (400 bad request,
-//! 401 missing or wrong API key, 403 origin or host not allowed, 404 unknown route,
-//! 405 wrong method, 408 body too slow, 413 body too large, 429 queue full, 503
-//! shutting down). Access rules: [`AccessPolicy`]; timeouts and the drain on
-//! shutdown: [`Timeouts`], [`serve_on`].
+//! `stream: true`), `GET /v1/models`, `GET /health`, `GET /ready` (200 while the
+//! server takes new work, 503 while it drains or its queue is full: [`Readiness`]),
+//! `GET /metrics`. Requests run on the engine thread behind an [`EngineHandle`]; a
+//! client that disconnects cancels its request. Errors are OpenAI-style
+//! `{"error": {...}}` bodies (400 bad request, 401 missing or wrong API key, 403
+//! origin or host not allowed, 404 unknown route, 405 wrong method, 408 body too
+//! slow, 413 body too large, 429 queue full, 503 shutting down). Access rules:
+//! [`AccessPolicy`]; timeouts and the drain on shutdown: [`Timeouts`], [`serve_on`].
 //!
 //! [`in_process::chat_completion`] runs a chat request body through the same path
 //! without HTTP.
@@ -29,6 +30,7 @@ mod lifecycle;
 mod listen;
 mod logprobs;
 mod metrics;
+mod readiness;
 mod stream;
 mod timeouts;
 mod validate;
@@ -38,6 +40,7 @@ pub use access::AccessPolicy;
 pub use errors::ApiError;
 pub use listen::{serve, serve_on};
 pub use metrics::Metrics;
+pub use readiness::Readiness;
 pub use timeouts::Timeouts;
 pub use worker::Summary;
 
@@ -100,6 +103,9 @@ pub(crate) struct Inner {
     timeouts: Timeouts,
     /// Serving, draining or cancelling; the generations in flight.
     lifecycle: Arc<Lifecycle>,
+    /// `/ready` answers 503 once this many requests are queued (`None`: when the
+    /// queue is full).
+    ready_max_queued: Option<usize>,
 }
 
 /// The server's state: the engine handle, tokenizer, chat template and model facts.
@@ -138,6 +144,7 @@ impl ServerState {
                 request_timeout: None,
                 timeouts: Timeouts::default(),
                 lifecycle: Arc::default(),
+                ready_max_queued: None,
             }),
         }
     }
@@ -211,6 +218,31 @@ impl ServerState {
         }
     }
 
+    /// The same state, not ready (`/ready` answers 503) once `n` requests wait in the
+    /// engine's queue, before it is full (by default only when it is full: the next
+    /// request would get 429). A limit above the queue's capacity is the capacity.
+    /// Like [`ServerState::with_body_limit`], meant for a state not yet shared.
+    pub fn with_ready_max_queued(self, n: usize) -> Self {
+        let mut inner = self.into_inner();
+        inner.ready_max_queued = Some(n);
+        ServerState {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Whether the server takes new work now ([`Readiness`]), from counters only.
+    pub fn readiness(&self) -> Readiness {
+        let inner = &self.inner;
+        let capacity = inner.handle.capacity();
+        Readiness {
+            draining: inner.lifecycle.draining(),
+            engine_running: inner.handle.running(),
+            queued: inner.handle.queued(),
+            capacity,
+            queue_limit: readiness::queue_limit(capacity, inner.ready_max_queued),
+        }
+    }
+
     /// The state's own `Inner`, or a copy of the settings (fresh metrics) when shared.
     fn into_inner(self) -> Inner {
         Arc::try_unwrap(self.inner).unwrap_or_else(|a| Inner {
@@ -230,6 +262,7 @@ impl ServerState {
             request_timeout: a.request_timeout,
             timeouts: a.timeouts,
             lifecycle: Arc::default(),
+            ready_max_queued: a.ready_max_queued,
         })
     }
 
@@ -284,6 +317,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/models", get(handlers::models))
         .route("/health", get(handlers::health))
+        .route("/ready", get(handlers::ready))
         .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)
         .method_not_allowed_fallback(handlers::method_not_allowed)

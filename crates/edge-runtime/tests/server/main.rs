@@ -13,6 +13,7 @@ mod device_memory;
 mod lifecycle;
 mod logprobs;
 mod models;
+mod readiness;
 mod support;
 
 use support::*;
