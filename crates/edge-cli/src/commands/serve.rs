@@ -1,10 +1,11 @@
 //! `edge-llm serve`: the OpenAI-compatible HTTP server (`/v1/chat/completions`,
-//! `/v1/completions`, `/v1/models`, `/health`, `/metrics`) on one engine.
+//! `/v1/completions`, `/v1/models`, `/health`, `/ready`, `/metrics`) on one engine.
 
 use super::engine_args::EngineArgs;
 use crate::bundle::Bundle;
 use crate::cli_error::CliError;
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use edge_model::{ActivationMode, LoadOptions};
 use edge_runtime::server::{AccessPolicy, ServerConfig, ServerState, Timeouts, serve};
 use edge_runtime::tool_calls::ToolCallPolicy;
@@ -27,6 +28,12 @@ pub struct ServeArgs {
     /// Requests that may wait while the engine is full (default 64); more get 429.
     #[arg(long)]
     pub queue: Option<usize>,
+    /// `GET /ready` answers 503, so a load balancer or orchestrator places new
+    /// sessions elsewhere, once this many requests wait in the queue (default: the
+    /// --queue size, when the next one would get 429). It also answers 503 while the
+    /// server drains.
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..))]
+    pub ready_max_queued: Option<usize>,
     /// Requests decoding or prefilling at once (default 8).
     #[arg(long)]
     pub max_sequences: Option<usize>,
@@ -53,8 +60,9 @@ pub struct ServeArgs {
     /// template writes XML calls (Qwen3.5/3.6), free where it writes JSON ones.
     #[arg(long, default_value = "auto")]
     pub tool_calls: ToolCallPolicy,
-    /// Require `Authorization: Bearer KEY` on every route but /health (a key on the
-    /// command line shows in the process list: prefer --api-key-file).
+    /// Require `Authorization: Bearer KEY` on every route but the probes /health and
+    /// /ready (a key on the command line shows in the process list: prefer
+    /// --api-key-file).
     #[arg(long, conflicts_with = "api_key_file")]
     pub api_key: Option<String>,
     /// Read the API key from the first line of this file.
@@ -159,6 +167,15 @@ pub fn run(a: ServeArgs) -> Result<(), CliError> {
         body_limit: a.body_limit,
     };
     let mut state = state.with_access(access);
+    if let Some(n) = a.ready_max_queued {
+        let capacity = state.handle().capacity();
+        if n > capacity {
+            return Err(CliError::Usage(format!(
+                "--ready-max-queued {n} is more than the queue holds ({capacity}, --queue)"
+            )));
+        }
+        state = state.with_ready_max_queued(n);
+    }
     if let Some(t) = a.request_timeout {
         state = state.with_request_timeout(t);
     }
@@ -288,6 +305,7 @@ mod tests {
             vec!["--api-key", "k", "--api-key-file", file],
             vec!["--request-timeout", "0"],
             vec!["--request-timeout", "soon"],
+            vec!["--ready-max-queued", "0"],
         ] {
             assert!(matches!(policy(&bad), Err(CliError::Usage(_))), "{bad:?}");
         }
