@@ -308,19 +308,23 @@ pub(super) struct GroupView<'a> {
 /// read once for all of them.
 fn attend_group(qs: &[f32], kv: &GroupView, scale: f32, d: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if super::decode_attention_x86::available() {
-        let group = super::decode_attention_x86::Group {
-            kv: kv.kv,
-            pages: kv.pages,
-            head: kv.head,
-            visible: kv.visible,
-        };
-        // SAFETY: `available()` checked the kernel's CPU features.
-        if unsafe { super::decode_attention_x86::attend(qs, &group, scale, out) } {
-            return;
-        }
+    if attend_group_tiled(qs, kv, scale, out) {
+        return;
     }
     attend_group_auto(qs, kv, scale, d, out);
+}
+
+/// [`attend_group`] in the register-tiled kernel of the current level (AVX-512 or
+/// AVX2), if it takes the shape; false (doing nothing) if not.
+#[cfg(target_arch = "x86_64")]
+fn attend_group_tiled(qs: &[f32], kv: &GroupView, scale: f32, out: &mut [f32]) -> bool {
+    let group = super::decode_attention_x86::Group {
+        kv: kv.kv,
+        pages: kv.pages,
+        head: kv.head,
+        visible: kv.visible,
+    };
+    super::decode_attention_x86::attend(qs, &group, scale, out)
 }
 
 /// [`attend_group`] in auto-vectorised loops (any head count and width, any CPU).
@@ -384,81 +388,108 @@ mod tests {
     use super::*;
     use edge_kvcache::{AttentionLayerSpec, CacheMemory, CacheSpec, HostMemory, KvDType};
 
-    /// The register-tiled x86 kernel against the auto-vectorised loops, for every page
-    /// format, head count and a few widths, rows and page sizes.
+    /// The register-tiled x86 kernel against the auto-vectorised loops at every x86
+    /// level the CPU has (AVX2 forced on an AVX-512 CPU), for every page format, 1 to 8
+    /// query heads, widths 64 to 256, odd page sizes and row counts (one row, partial
+    /// last pages); below AVX2 it declines.
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn tiled_kernel_matches_the_loops() {
-        if !super::super::decode_attention_x86::available() {
-            return;
-        }
+        use edge_core::simd::{SimdLevel, with_level};
+        let levels: Vec<SimdLevel> = [SimdLevel::Avx512, SimdLevel::Avx2]
+            .into_iter()
+            .filter(|l| l.is_available())
+            .collect();
         let wave = |i: usize, f: f32| ((i as f32) * f).sin();
+        let cases = [
+            (4usize, 1usize),
+            (7, 1),
+            (5, 23),
+            (3, 31),
+            (32, 77),
+            (16, 300),
+        ];
         for dtype in [KvDType::F32, KvDType::Bf16, KvDType::Fp8E4M3] {
-            for (d, block, rows) in [(64usize, 4usize, 1usize), (128, 32, 77), (256, 16, 300)] {
-                let spec = CacheSpec {
-                    block_size: block,
-                    kv_dtype: dtype,
-                    attention: vec![AttentionLayerSpec {
-                        kv_heads: 2,
-                        head_dim: d,
-                        k_scale: 0.05,
-                        v_scale: 0.03,
-                    }],
-                    recurrent: vec![],
-                };
-                let mut mem = HostMemory::new(&spec).unwrap();
-                let pages: Vec<BlockId> = (0..rows.div_ceil(block))
-                    .map(|i| BlockId::new(2 * i + 1))
-                    .collect();
-                for &p in &pages {
-                    mem.materialize_page(p).unwrap();
-                }
-                for s in 0..rows {
-                    let k: Vec<f32> = (0..2 * d)
-                        .map(|i| 3.0 * wave(s * 2 * d + i, 0.37))
+            for d in [64usize, 128, 256] {
+                for (block, rows) in cases {
+                    let spec = CacheSpec {
+                        block_size: block,
+                        kv_dtype: dtype,
+                        attention: vec![AttentionLayerSpec {
+                            kv_heads: 2,
+                            head_dim: d,
+                            k_scale: 0.05,
+                            v_scale: 0.03,
+                        }],
+                        recurrent: vec![],
+                    };
+                    let mut mem = HostMemory::new(&spec).unwrap();
+                    let pages: Vec<BlockId> = (0..rows.div_ceil(block))
+                        .map(|i| BlockId::new(2 * i + 1))
                         .collect();
-                    let v: Vec<f32> = (0..2 * d)
-                        .map(|i| 2.0 * wave(s * 2 * d + i, 0.91))
-                        .collect();
-                    mem.kv_mut(0)
-                        .write_row(pages[s / block], s % block, &k, &v)
+                    for &p in &pages {
+                        mem.materialize_page(p).unwrap();
+                    }
+                    for s in 0..rows {
+                        let k: Vec<f32> = (0..2 * d)
+                            .map(|i| 3.0 * wave(s * 2 * d + i, 0.37))
+                            .collect();
+                        let v: Vec<f32> = (0..2 * d)
+                            .map(|i| 2.0 * wave(s * 2 * d + i, 0.91))
+                            .collect();
+                        mem.kv_mut(0)
+                            .write_row(pages[s / block], s % block, &k, &v)
+                            .unwrap();
+                    }
+                    // A NaN key makes every output NaN, as the exact decode gives.
+                    let mut nan_mem = HostMemory::new(&spec).unwrap();
+                    nan_mem.materialize_page(BlockId::new(0)).unwrap();
+                    let nan_row = vec![f32::NAN; 2 * d];
+                    nan_mem
+                        .kv_mut(0)
+                        .write_row(BlockId::new(0), 0, &nan_row, &nan_row)
                         .unwrap();
-                }
-                // A NaN key makes every output NaN, as the exact decode gives.
-                let mut nan_mem = HostMemory::new(&spec).unwrap();
-                nan_mem.materialize_page(BlockId::new(0)).unwrap();
-                let nan_row = vec![f32::NAN; 2 * d];
-                nan_mem
-                    .kv_mut(0)
-                    .write_row(BlockId::new(0), 0, &nan_row, &nan_row)
-                    .unwrap();
-                let nan_view = GroupView {
-                    kv: nan_mem.kv(0),
-                    pages: &[BlockId::new(0)],
-                    head: 1,
-                    visible: 1,
-                };
-                let mut out = vec![0.0; 4 * d];
-                attend_group(&vec![1.0; 4 * d], &nan_view, 0.125, d, &mut out);
-                assert!(out.iter().all(|x| x.is_nan()), "{dtype:?}");
-                for heads in 1..=8 {
-                    let qs: Vec<f32> = (0..heads * d).map(|i| wave(i, 1.3)).collect();
+                    let nan_view = GroupView {
+                        kv: nan_mem.kv(0),
+                        pages: &[BlockId::new(0)],
+                        head: 1,
+                        visible: 1,
+                    };
                     let view = GroupView {
                         kv: mem.kv(0),
                         pages: &pages,
                         head: 1,
                         visible: rows,
                     };
-                    let mut tiled = vec![f32::NAN; heads * d];
-                    attend_group(&qs, &view, 0.125, d, &mut tiled);
-                    let mut loops = vec![f32::NAN; heads * d];
-                    attend_group_auto(&qs, &view, 0.125, d, &mut loops);
-                    for (i, (a, b)) in tiled.iter().zip(&loops).enumerate() {
-                        assert!(
-                            (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
-                            "{dtype:?} d={d} rows={rows} heads={heads} [{i}]: {a} vs {b}"
-                        );
+                    let case = format!("{dtype:?} d={d} block={block} rows={rows}");
+                    for &level in &levels {
+                        with_level(level, || {
+                            let mut out = vec![0.0; 4 * d];
+                            attend_group(&vec![1.0; 4 * d], &nan_view, 0.125, d, &mut out);
+                            assert!(out.iter().all(|x| x.is_nan()), "{level} {case}");
+                            for heads in 1..=8 {
+                                let qs: Vec<f32> = (0..heads * d).map(|i| wave(i, 1.3)).collect();
+                                let mut tiled = vec![f32::NAN; heads * d];
+                                assert!(
+                                    attend_group_tiled(&qs, &view, 0.125, &mut tiled),
+                                    "{level} {case} heads={heads}: not tiled"
+                                );
+                                let mut loops = vec![f32::NAN; heads * d];
+                                attend_group_auto(&qs, &view, 0.125, d, &mut loops);
+                                for (i, (a, b)) in tiled.iter().zip(&loops).enumerate() {
+                                    assert!(
+                                        (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                                        "{level} {case} heads={heads} [{i}]: {a} vs {b}"
+                                    );
+                                }
+                            }
+                        })
+                        .unwrap();
                     }
+                    let declined = with_level(SimdLevel::Portable, || {
+                        attend_group_tiled(&vec![1.0; 4 * d], &view, 0.125, &mut vec![0.0; 4 * d])
+                    });
+                    assert!(!declined.unwrap(), "{case}");
                 }
             }
         }

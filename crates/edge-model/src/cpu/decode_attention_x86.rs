@@ -1,30 +1,32 @@
-//! One-row (decode) attention over paged KV rows with AVX-512: the query heads that
-//! share a KV head (`G` of them) are register-tiled against each row, so a row is
+//! One-row (decode) attention over paged KV rows with AVX-512 or AVX2: the query heads
+//! that share a KV head (`G` of them) are register-tiled against each row, so a row is
 //! loaded and decoded once for all of them, and the value sums stay in registers
 //! across a page instead of being loaded and stored per row (the auto-vectorised loop
 //! did that, and at 16K cached tokens it ran at under 5 GB/s of FP8 rows).
+//!
+//! The kernel is written once over a vector of f32 lanes ([`lanes::Lanes`]) and
+//! compiled per level: 16 lanes and 32 registers with AVX-512, 8 lanes and 16 registers
+//! with AVX2 + FMA + F16C; the tiles are sized from the lanes and registers.
 //!
 //! Rows are read in their page format: f32 directly; bf16 widened by a shift; FP8
 //! E4M3 through `vcvtph2ps` on the byte shifted into an f16 (the f16 is the E4M3 value
 //! times 2⁻⁸, see [`super::kv_rows`]). The 2⁸ and the layer's scale are folded into the
 //! score scale (keys) and into the softmax weights (values), so no row pays for them.
 
+mod lanes;
+
 use core::arch::x86_64::*;
+use edge_core::simd::Token;
 use edge_kvcache::BlockId;
 use edge_kvcache::memory::{HostKv, KvRun};
+use lanes::{F32x8, F32x16, Lanes};
 
 use super::simd::weight_exp;
 
-/// Whether [`attend`] runs at the current SIMD level: [`edge_core::simd::SimdLevel::Avx512`],
-/// whose token proves every feature it enables (AVX-512 F/BW/VL, AVX2, FMA, F16C).
-pub fn available() -> bool {
-    edge_core::simd::token().avx512().is_some()
-}
-
-/// A run of rows in one page format, read 16 values at a time as f32.
+/// A run of rows in one page format, read a vector at a time as f32.
 trait Rows: Copy {
-    /// Values `at..at + 16` (the caller keeps them inside the run).
-    unsafe fn load(self, at: usize) -> __m512;
+    /// Values `at..at + V::LANES` (the caller keeps them inside the run).
+    unsafe fn load<V: Lanes>(self, at: usize) -> V;
 }
 
 #[derive(Clone, Copy)]
@@ -37,35 +39,26 @@ struct Fp8Rows(*const u8);
 
 impl Rows for F32Rows {
     #[inline(always)]
-    unsafe fn load(self, at: usize) -> __m512 {
-        // SAFETY: the caller keeps `at..at + 16` inside the run.
-        unsafe { _mm512_loadu_ps(self.0.add(at)) }
+    unsafe fn load<V: Lanes>(self, at: usize) -> V {
+        // SAFETY: the caller keeps `at..at + V::LANES` inside the run and runs at V's
+        // level.
+        unsafe { V::load(self.0.add(at)) }
     }
 }
 
 impl Rows for Bf16Rows {
     #[inline(always)]
-    unsafe fn load(self, at: usize) -> __m512 {
-        // SAFETY: as above; 16 bf16 values are 32 bytes.
-        unsafe {
-            let h = _mm256_loadu_si256(self.0.add(at).cast());
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-        }
+    unsafe fn load<V: Lanes>(self, at: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::load_bf16(self.0.add(at)) }
     }
 }
 
 impl Rows for Fp8Rows {
-    /// Sign-extending the byte puts the sign in bit 15 (and a copy in bit 14, cleared)
-    /// and, shifted by 7, the exponent and mantissa in f16 position. Code 0x7F (NaN in
-    /// E4M3) reads as a number: [`attend`] is not used on pages that ever held a NaN.
     #[inline(always)]
-    unsafe fn load(self, at: usize) -> __m512 {
-        // SAFETY: as above; 16 codes are 16 bytes.
-        unsafe {
-            let w = _mm256_cvtepi8_epi16(_mm_loadu_si128(self.0.add(at).cast()));
-            let h = _mm256_and_si256(_mm256_slli_epi16::<7>(w), _mm256_set1_epi16(!0x4000));
-            _mm512_cvtph_ps(h)
-        }
+    unsafe fn load<V: Lanes>(self, at: usize) -> V {
+        // SAFETY: as above.
+        unsafe { V::load_fp8(self.0.add(at)) }
     }
 }
 
@@ -82,14 +75,11 @@ pub struct Group<'a> {
 }
 
 /// Softmax attention of the query heads `qs` (`[G, d]`) over the group's rows, into
-/// `out` (`[G, d]`). Returns false (doing nothing) for shapes it does not tile (more
-/// than 8 query heads per KV head, a head width not a multiple of 64) and for pages
-/// that may hold a NaN.
-///
-/// # Safety
-/// The CPU must have the features [`available`] checks.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub unsafe fn attend(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) -> bool {
+/// `out` (`[G, d]`), at the level of [`edge_core::simd::token`] (AVX-512 or AVX2).
+/// Returns false (doing nothing) below AVX2, for shapes it does not tile (more than 8
+/// query heads per KV head, a head width not a multiple of 64) and for pages that may
+/// hold a NaN.
+pub fn attend(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) -> bool {
     let d = g.kv.spec().head_dim;
     if d == 0 || !d.is_multiple_of(64) || qs.len() != out.len() || !qs.len().is_multiple_of(d) {
         return false;
@@ -98,20 +88,51 @@ pub unsafe fn attend(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) -> 
         return false;
     }
     macro_rules! heads {
-        ($($n:literal)*) => {
+        ($kernel:ident, $($n:literal)*) => {
             match qs.len() / d {
-                // SAFETY: same features; shapes checked above.
-                $($n => unsafe { attend_heads::<$n>(qs, g, scale, out) },)*
+                // SAFETY: the token matched proves the kernel's features; shapes
+                // checked above.
+                $($n => unsafe { $kernel::<$n>(qs, g, scale, out) },)*
                 _ => return false,
             }
         };
     }
-    heads!(1 2 3 4 5 6 7 8);
+    match edge_core::simd::token() {
+        Token::Avx512(_) => heads!(attend_avx512, 1 2 3 4 5 6 7 8),
+        Token::Avx2(_) => heads!(attend_avx2, 1 2 3 4 5 6 7 8),
+        _ => return false,
+    }
     true
 }
 
+/// [`attend_heads`] compiled for AVX-512 (F/BW/VL) with the AVX2 set.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn attend_heads<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
+unsafe fn attend_avx512<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
+    // SAFETY: compiled with, and (by the caller) run with, F32x16's features.
+    unsafe { attend_heads::<F32x16, G>(qs, g, scale, out) }
+}
+
+/// [`attend_heads`] compiled for AVX2 + FMA + F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn attend_avx2<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
+    // SAFETY: compiled with, and (by the caller) run with, F32x8's features.
+    unsafe { attend_heads::<F32x8, G>(qs, g, scale, out) }
+}
+
+/// The kernel for `G` query heads. It and every function it calls are
+/// `#[inline(always)]`, so they compile into the caller with its features (the
+/// softmax's plain loops vectorise for the level, [`Lanes`]' methods inline).
+///
+/// # Safety
+/// The CPU must have `V`'s features, and the caller must be compiled with them;
+/// `qs` and `out` are `[G, d]` with `d` a multiple of 64.
+#[inline(always)]
+unsafe fn attend_heads<V: Lanes, const G: usize>(
+    qs: &[f32],
+    g: &Group<'_>,
+    scale: f32,
+    out: &mut [f32],
+) {
     let (kv, visible) = (g.kv, g.visible);
     let (d, block) = (kv.spec().head_dim, kv.block_size());
     let pages = &g.pages[..visible.div_ceil(block)];
@@ -131,12 +152,13 @@ unsafe fn attend_heads<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, ou
             d,
         );
         let at = (&mut scores, p * block, visible);
-        // SAFETY: each run holds `rows × d` values; the kernels read exactly those.
+        // SAFETY: each run holds `rows × d` values; the kernels read exactly those, at
+        // the caller's level.
         unsafe {
             match kv.keys(page, g.head, 0..rows) {
-                KvRun::F32(x) => scores_of::<G, _>(F32Rows(x.as_ptr()), rows, d, qs, at, next),
-                KvRun::Bf16(x) => scores_of::<G, _>(Bf16Rows(x.as_ptr()), rows, d, qs, at, next),
-                KvRun::Fp8(x) => scores_of::<G, _>(Fp8Rows(x.as_ptr()), rows, d, qs, at, next),
+                KvRun::F32(x) => scores_of::<V, G, _>(F32Rows(x.as_ptr()), rows, d, qs, at, next),
+                KvRun::Bf16(x) => scores_of::<V, G, _>(Bf16Rows(x.as_ptr()), rows, d, qs, at, next),
+                KvRun::Fp8(x) => scores_of::<V, G, _>(Fp8Rows(x.as_ptr()), rows, d, qs, at, next),
             }
         }
     }
@@ -144,24 +166,43 @@ unsafe fn attend_heads<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, ou
         softmax(head, scale * k_mul, v_mul);
     }
     out.fill(0.0);
+    // A page's weights row by row (`[rows, G]`): a row's weights lie together.
+    let mut weights = vec![0.0f32; block * G];
     for (p, &page) in pages.iter().enumerate() {
         let rows = rows_of(p);
+        for (h, head) in scores.chunks_exact(visible).enumerate() {
+            for (r, &x) in head[p * block..][..rows].iter().enumerate() {
+                weights[r * G + h] = x;
+            }
+        }
         let next = Ahead::of(
             pages
                 .get(p + 1)
                 .map(|&n| kv.values(n, g.head, 0..rows_of(p + 1))),
             d,
         );
-        let at = (&scores[..], p * block, visible, next);
+        let at = (&weights[..rows * G], next);
         // SAFETY: as for the keys.
         unsafe {
             match kv.values(page, g.head, 0..rows) {
-                KvRun::F32(x) => weighted_sum::<G, _>(F32Rows(x.as_ptr()), rows, d, at, out),
-                KvRun::Bf16(x) => weighted_sum::<G, _>(Bf16Rows(x.as_ptr()), rows, d, at, out),
-                KvRun::Fp8(x) => weighted_sum::<G, _>(Fp8Rows(x.as_ptr()), rows, d, at, out),
+                KvRun::F32(x) => weighted_sum::<V, G, _>(F32Rows(x.as_ptr()), rows, d, at, out),
+                KvRun::Bf16(x) => weighted_sum::<V, G, _>(Bf16Rows(x.as_ptr()), rows, d, at, out),
+                KvRun::Fp8(x) => weighted_sum::<V, G, _>(Fp8Rows(x.as_ptr()), rows, d, at, out),
             }
         }
     }
+}
+
+/// Vectors per head in a tile of at most `columns` columns, for `g` heads: the most
+/// (a power of two) whose `g` sums take at most half the registers, the other half
+/// left to the row's vectors, the weights and the loads in flight. More vectors per
+/// head are more independent FMA chains, fewer passes over the page.
+const fn tile(g: usize, lanes: usize, registers: usize, columns: usize) -> usize {
+    let mut t = columns / lanes;
+    while t > 1 && g * t > registers / 2 {
+        t /= 2;
+    }
+    t
 }
 
 /// The next page's rows, to prefetch one row per row processed: they lie elsewhere in
@@ -238,10 +279,32 @@ fn softmax(head: &mut [f32], scale: f32, v_mul: f32) {
 }
 
 /// Unscaled `q_h · k_r` of the `rows` rows of `keys` for each of the `G` heads, into
-/// `scores[h · stride + first + r]`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[inline]
-unsafe fn scores_of<const G: usize, R: Rows>(
+/// `scores[h · stride + first + r]`, a row at a time in steps of up to 32 columns.
+///
+/// # Safety
+/// As [`attend_heads`]; `keys` holds `rows × d` values.
+#[inline(always)]
+unsafe fn scores_of<V: Lanes, const G: usize, R: Rows>(
+    keys: R,
+    rows: usize,
+    d: usize,
+    qs: &[f32],
+    at: (&mut Vec<f32>, usize, usize),
+    next: Ahead,
+) {
+    // SAFETY: forwarded; 32 divides d.
+    unsafe {
+        match const { tile(G, V::LANES, V::REGISTERS, 32) } {
+            1 => scores_tile::<V, G, 1, R>(keys, rows, d, qs, at, next),
+            2 => scores_tile::<V, G, 2, R>(keys, rows, d, qs, at, next),
+            _ => scores_tile::<V, G, 4, R>(keys, rows, d, qs, at, next),
+        }
+    }
+}
+
+/// [`scores_of`] with `U` vectors per head per step.
+#[inline(always)]
+unsafe fn scores_tile<V: Lanes, const G: usize, const U: usize, R: Rows>(
     keys: R,
     rows: usize,
     d: usize,
@@ -249,125 +312,115 @@ unsafe fn scores_of<const G: usize, R: Rows>(
     (scores, first, stride): (&mut Vec<f32>, usize, usize),
     next: Ahead,
 ) {
+    let n = V::LANES;
     for r in 0..rows {
         next.row(r);
-        let (mut a, mut b) = ([_mm512_setzero_ps(); G], [_mm512_setzero_ps(); G]);
-        for c in (0..d).step_by(32) {
-            // SAFETY: `c + 32 <= d` (d is a multiple of 64) and row `r` is in the run.
-            unsafe {
-                let (k0, k1) = (keys.load(r * d + c), keys.load(r * d + c + 16));
-                for h in 0..G {
-                    let q = qs.as_ptr().add(h * d + c);
-                    a[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q), k0, a[h]);
-                    b[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q.add(16)), k1, b[h]);
+        // SAFETY: the caller's level; `c + U·n <= d` (U·n divides d), row `r` is in
+        // the run and `h < G` rows of `qs`.
+        let sums = unsafe {
+            let mut acc = [[V::zero(); U]; G];
+            for c in (0..d).step_by(U * n) {
+                for u in 0..U {
+                    let k = keys.load::<V>(r * d + c + u * n);
+                    for (h, acc_h) in acc.iter_mut().enumerate() {
+                        let q = V::load(qs.as_ptr().add(h * d + c + u * n));
+                        acc_h[u] = q.fma(k, acc_h[u]);
+                    }
                 }
             }
-        }
+            let mut sums = [V::zero(); G];
+            for (s, acc_h) in sums.iter_mut().zip(&acc) {
+                *s = acc_h[0];
+                for &a in &acc_h[1..] {
+                    *s = s.add(a);
+                }
+            }
+            sums
+        };
         let mut h = 0;
         while h + 4 <= G {
-            let sums = reduce4([0, 1, 2, 3].map(|i| _mm512_add_ps(a[h + i], b[h + i])));
             let mut four = [0.0f32; 4];
-            // SAFETY: `four` holds 4 floats.
-            unsafe { _mm_storeu_ps(four.as_mut_ptr(), sums) };
+            // SAFETY: the caller's level; `four` holds 4 floats.
+            unsafe {
+                let v = V::sum4([sums[h], sums[h + 1], sums[h + 2], sums[h + 3]]);
+                _mm_storeu_ps(four.as_mut_ptr(), v);
+            }
             for (i, &x) in four.iter().enumerate() {
                 scores[(h + i) * stride + first + r] = x;
             }
             h += 4;
         }
         for h in h..G {
-            scores[h * stride + first + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[h], b[h]));
+            // SAFETY: the caller's level.
+            scores[h * stride + first + r] = unsafe { sums[h].sum() };
         }
     }
 }
 
-/// The lane sums of four vectors, `[Σv₀, Σv₁, Σv₂, Σv₃]`, in 13 instructions (four
-/// separate horizontal sums take about 32).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[inline]
-fn reduce4(v: [__m512; 4]) -> __m128 {
-    // Per 128-bit lane: [v0₀+v0₂, v1₀+v1₂, v0₁+v0₃, v1₁+v1₃], then for v2, v3.
-    let s01 = _mm512_add_ps(
-        _mm512_unpacklo_ps(v[0], v[1]),
-        _mm512_unpackhi_ps(v[0], v[1]),
-    );
-    let s23 = _mm512_add_ps(
-        _mm512_unpacklo_ps(v[2], v[3]),
-        _mm512_unpackhi_ps(v[2], v[3]),
-    );
-    // Per 128-bit lane: [Σv0, Σv1, Σv2, Σv3] of that lane's four elements.
-    let lo = _mm512_castpd_ps(_mm512_unpacklo_pd(
-        _mm512_castps_pd(s01),
-        _mm512_castps_pd(s23),
-    ));
-    let hi = _mm512_castpd_ps(_mm512_unpackhi_pd(
-        _mm512_castps_pd(s01),
-        _mm512_castps_pd(s23),
-    ));
-    let u = _mm512_add_ps(lo, hi);
-    let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(u)));
-    let u = _mm256_add_ps(_mm512_castps512_ps256(u), high);
-    _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps::<1>(u))
-}
-
-/// `out_h += Σ_r w[h · stride + first + r] · v_r` over the `rows` rows of `values`,
-/// one tile of 64 columns (4 heads or fewer) or 32 (more) at a time, the tile's sums in
-/// registers across the rows.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[inline]
-unsafe fn weighted_sum<const G: usize, R: Rows>(
+/// `out_h += Σ_r w[r · G + h] · v_r` over the `rows` rows of `values`, one
+/// tile of up to 64 columns at a time, the tile's sums in registers across the rows.
+///
+/// # Safety
+/// As [`attend_heads`]; `values` holds `rows × d` values.
+#[inline(always)]
+unsafe fn weighted_sum<V: Lanes, const G: usize, R: Rows>(
     values: R,
     rows: usize,
     d: usize,
-    (w, first, stride, next): (&[f32], usize, usize, Ahead),
+    at: (&[f32], Ahead),
     out: &mut [f32],
 ) {
-    if G <= 4 {
-        // SAFETY: forwarded; d is a multiple of 64.
-        unsafe { weighted_tile::<G, 4, R>(values, rows, d, (w, first, stride, next), out) }
-    } else {
-        // SAFETY: forwarded; d is a multiple of 32.
-        unsafe { weighted_tile::<G, 2, R>(values, rows, d, (w, first, stride, next), out) }
+    // SAFETY: forwarded; 64 divides d.
+    unsafe {
+        match const { tile(G, V::LANES, V::REGISTERS, 64) } {
+            1 => weighted_tile::<V, G, 1, R>(values, rows, d, at, out),
+            2 => weighted_tile::<V, G, 2, R>(values, rows, d, at, out),
+            4 => weighted_tile::<V, G, 4, R>(values, rows, d, at, out),
+            _ => weighted_tile::<V, G, 8, R>(values, rows, d, at, out),
+        }
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-#[inline]
-unsafe fn weighted_tile<const G: usize, const T: usize, R: Rows>(
+/// [`weighted_sum`] in tiles of `T` vectors.
+#[inline(always)]
+unsafe fn weighted_tile<V: Lanes, const G: usize, const T: usize, R: Rows>(
     values: R,
     rows: usize,
     d: usize,
-    (w, first, stride, next): (&[f32], usize, usize, Ahead),
+    (w, next): (&[f32], Ahead),
     out: &mut [f32],
 ) {
-    for tile in (0..d).step_by(16 * T) {
-        let o = out.as_mut_ptr();
-        let mut acc = [[_mm512_setzero_ps(); T]; G];
-        for (h, acc_h) in acc.iter_mut().enumerate() {
-            for (j, a) in acc_h.iter_mut().enumerate() {
-                // SAFETY: `h < G`, `tile + 16·T <= d`: inside `out` (`[G, d]`).
-                *a = unsafe { _mm512_loadu_ps(o.add(h * d + tile + 16 * j)) };
-            }
-        }
-        for r in 0..rows {
-            if tile == 0 {
-                next.row(r);
-            }
-            let mut v = [_mm512_setzero_ps(); T];
-            for (j, vj) in v.iter_mut().enumerate() {
-                // SAFETY: row `r` of the run, columns inside `d`.
-                *vj = unsafe { values.load(r * d + tile + 16 * j) };
-            }
+    let n = V::LANES;
+    let o = out.as_mut_ptr();
+    for tile in (0..d).step_by(n * T) {
+        // SAFETY: the caller's level; `h < G` and `tile + T·n <= d` (T·n divides d):
+        // inside `out` (`[G, d]`) and inside row `r` of the run; `w` is `[rows, G]`.
+        unsafe {
+            let mut acc = [[V::zero(); T]; G];
             for (h, acc_h) in acc.iter_mut().enumerate() {
-                let weight = _mm512_set1_ps(w[h * stride + first + r]);
-                for (a, &vj) in acc_h.iter_mut().zip(&v) {
-                    *a = _mm512_fmadd_ps(weight, vj, *a);
+                for (j, a) in acc_h.iter_mut().enumerate() {
+                    *a = V::load(o.add(h * d + tile + n * j));
                 }
             }
-        }
-        for (h, acc_h) in acc.iter().enumerate() {
-            for (j, &a) in acc_h.iter().enumerate() {
-                // SAFETY: as for the loads.
-                unsafe { _mm512_storeu_ps(o.add(h * d + tile + 16 * j), a) };
+            for r in 0..rows {
+                if tile == 0 {
+                    next.row(r);
+                }
+                let (wr, mut weights) = (w.as_ptr().add(r * G), [V::zero(); G]);
+                for (h, weight) in weights.iter_mut().enumerate() {
+                    *weight = V::splat(*wr.add(h));
+                }
+                for j in 0..T {
+                    let v = values.load::<V>(r * d + tile + n * j);
+                    for (acc_h, &weight) in acc.iter_mut().zip(&weights) {
+                        acc_h[j] = weight.fma(v, acc_h[j]);
+                    }
+                }
+            }
+            for (h, acc_h) in acc.iter().enumerate() {
+                for (j, &a) in acc_h.iter().enumerate() {
+                    a.store(o.add(h * d + tile + n * j));
+                }
             }
         }
     }
