@@ -2,10 +2,12 @@
 //! share an input, and the per-row segment loop over one [`Isa`]'s kernels (the
 //! activations come from [`super::prepare`]).
 
+#[cfg(target_arch = "x86_64")]
+use super::Perm;
 use super::band::ColumnBand;
 use super::gemm::{self, GEMM_MIN_TOKENS, PortableKernel};
 use super::prepare::{Act, prepare, same_activations};
-use super::{Isa, Nvfp4Rows, PAIR_MIN_INPUTS, Perm, SEG, SimdLevel, portable::Portable, segments};
+use super::{Isa, Nvfp4Rows, PAIR_MIN_INPUTS, SEG, SimdLevel, portable::Portable, segments};
 use crate::error::{QuantError, Result};
 use crate::linear::{ActivationQuant, Linear, LinearWeight};
 use edge_core::par;
@@ -130,6 +132,7 @@ fn gemv_eligible_here(lin: &Linear, level: SimdLevel, tokens: usize) -> bool {
 /// each chunk streams the weights once, and for a few chunks that beats packing them
 /// (tree verification's 8 to 16 rows; measured on the 0.53B shape: 8 rows took 105 ms
 /// through the GEMM against a 27 ms one-token step).
+#[cfg(target_arch = "x86_64")]
 const CHUNKED_GEMV_MAX_TOKENS: usize = 16;
 
 /// Whether `lin` takes the bf16 GEMM for `tokens` rows at `level` (when the CPU has a

@@ -51,19 +51,24 @@ pub(crate) fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {
 
 /// An element order within fixed-size chunks of a row. Position `p` of a permuted
 /// chunk holds element [`Perm::source`]`(p)` of the natural chunk; a row's trailing
-/// partial chunk stays in natural order.
+/// partial chunk stays in natural order. Only the x86 kernels read permuted orders (the
+/// aarch64 and portable ones take natural order), so the other orders are compiled
+/// there and in the tests, which check [`Perm::apply`] on every host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Perm {
     /// Natural order.
     Natural,
     /// Chunks of `n` elements: the even elements first, then the odd ones (the low and
     /// high nibbles of `n/2` packed bytes).
+    #[cfg(any(target_arch = "x86_64", test))]
     EvenOdd(usize),
     /// Chunks of 128: position `16j + i` holds element `8i + j` (nibble `j` of the
     /// `i`-th 32-bit word of 64 packed bytes).
+    #[cfg(any(target_arch = "x86_64", test))]
     Nibble16x8,
     /// Chunks of 128: position `32j + w` holds element `4w + j` (nibble `j` of the
     /// `w`-th 16-bit word of 64 packed bytes; the bf16 one-token kernels).
+    #[cfg(any(target_arch = "x86_64", test))]
     Nibble32x4,
 }
 
@@ -72,7 +77,9 @@ impl Perm {
     pub(crate) fn chunk(self) -> usize {
         match self {
             Perm::Natural => 1,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::EvenOdd(n) => n,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble16x8 | Perm::Nibble32x4 => 128,
         }
     }
@@ -84,9 +91,13 @@ impl Perm {
     pub(crate) fn source(self, p: usize) -> usize {
         match self {
             Perm::Natural => p,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::EvenOdd(n) if p < n / 2 => 2 * p,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::EvenOdd(n) => 2 * (p - n / 2) + 1,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble16x8 => 8 * (p % 16) + p / 16,
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble32x4 => 4 * (p % 32) + p / 32,
         }
     }
@@ -95,10 +106,12 @@ impl Perm {
     pub(crate) fn apply<T: Copy>(self, src: &[T], dst: &mut [T]) {
         let c = self.chunk();
         let full = src.len() / c * c;
+        #[cfg(any(target_arch = "x86_64", test))]
         let chunks = src[..full].chunks_exact(c).zip(dst.chunks_exact_mut(c));
         // One loop per order, so the index arithmetic is constant-folded.
         match self {
             Perm::Natural => dst[..full].copy_from_slice(&src[..full]),
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::EvenOdd(n) => {
                 for (s, d) in chunks {
                     let (even, odd) = d.split_at_mut(n / 2);
@@ -108,6 +121,7 @@ impl Perm {
                     }
                 }
             }
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble16x8 => {
                 for (s, d) in chunks {
                     for (j, dj) in d.chunks_exact_mut(16).enumerate() {
@@ -117,6 +131,7 @@ impl Perm {
                     }
                 }
             }
+            #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble32x4 => {
                 for (s, d) in chunks {
                     for (j, dj) in d.chunks_exact_mut(32).enumerate() {
@@ -143,7 +158,11 @@ pub(crate) enum A4Kind {
 /// Activations of one W4A4 or W4A8 forward pass, prepared for an ISA's integer dot
 /// products. Row `t` of each array belongs to token `t`.
 pub(crate) struct A4Act {
-    /// What the codes and scales are.
+    /// What the codes and scales are (read by the x86 kernels to pick the W4A8 GEMM).
+    #[cfg_attr(
+        not(target_arch = "x86_64"),
+        expect(dead_code, reason = "only the x86 kernels tell W4A4 from W4A8 so far")
+    )]
     pub kind: A4Kind,
     /// The 8-bit activations, `[tokens, in]`, in natural order: twice the E2M1 value of
     /// each code for W4A4 (−12..=12), the int8 code for W4A8 (−127..=127).
@@ -158,7 +177,8 @@ pub(crate) struct A4Act {
     pub negcorr: Vec<i32>,
     /// The same activations in an ISA's own layout for its prompt kernel, built once per
     /// forward pass by [`Isa::pack_a4`] and shared by every row task (empty when the
-    /// ISA has none; the layout is private to that ISA's kernels).
+    /// ISA has none; the layout is private to that ISA's kernels; only x86 has one).
+    #[cfg(target_arch = "x86_64")]
     pub packed: Vec<u32>,
 }
 

@@ -140,6 +140,7 @@ fn prepare_8bit<I: Isa>(
         qa: vec![0; tokens * n_in],
         sfa: vec![0.0; tokens * groups],
         negcorr: vec![0; tokens * groups],
+        #[cfg(target_arch = "x86_64")]
         packed: Vec::new(),
     };
     let row = |((((xr, nat), qa), sfa), negcorr): RowSlices<'_>| {

@@ -153,6 +153,7 @@ fn a4_rows_into_writes_scaled_columns() {
         sfa: (0..tokens * n / 8).map(|g| 0.5 + g as f32).collect(),
         negcorr: vec![0; tokens * n / 8],
         natural,
+        #[cfg(target_arch = "x86_64")]
         packed: Vec::new(),
     };
     for t in 0..tokens {
