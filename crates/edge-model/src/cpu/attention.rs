@@ -3,13 +3,11 @@
 //!
 //! A one-row span (a decode step) walks its pages directly: the query heads that share
 //! a KV head read its rows once, page by page (each page holds one head's rows
-//! contiguously). A longer span (a prompt chunk) first gathers each KV head's visible
-//! rows into a contiguous f32 block, then runs the blocked prompt kernel of
-//! [`super::attention_block`] per query head. A short span or a token tree (a
-//! verification) meets the pages directly ([`super::attention_paged`]).
+//! contiguously). Longer spans (prompt chunks, verification chains) and token trees
+//! meet the pages directly too, a block of queries at a time
+//! ([`super::attention_paged`]).
 
-use super::attention_block::{KvView, Queries, attend_queries};
-use super::attention_paged::{GroupQueries, SpanRows, attend_span};
+use super::attention_paged::{GroupQueries, QUERY_BLOCK, SpanRows, attend_span};
 use super::kv_rows::rows_f32;
 use super::norm::rms_norm_zero_centred;
 use super::simd::{axpy, dispatch, dot, weight_exp};
@@ -101,8 +99,7 @@ pub fn attend(shape: AttentionShape, kv: &HostKv, plan: &ForwardPlan, q: &[f32],
     let split = (rayon::current_num_threads().div_ceil(hkv * decode_spans.max(1))).clamp(1, group);
     let per = group.div_ceil(split);
     let mut items: Vec<(&SpanPlan, usize, &mut [f32])> = Vec::new();
-    let mut prompts: Vec<(&SpanPlan, &mut [f32])> = Vec::new();
-    let mut short: Vec<(&SpanPlan, &mut [f32])> = Vec::new();
+    let mut spans: Vec<(&SpanPlan, &mut [f32])> = Vec::new();
     let mut rest = out;
     for span in &plan.spans {
         let (mine, tail) = std::mem::take(&mut rest).split_at_mut(span.len() * width);
@@ -113,13 +110,11 @@ pub fn attend(shape: AttentionShape, kv: &HostKv, plan: &ForwardPlan, q: &[f32],
                     items.push((span, j * group + i * per, part));
                 }
             }
-        } else if span.tree.is_some() || span.len() <= PAGED_MAX_ROWS {
-            short.push((span, mine));
         } else {
-            prompts.push((span, mine));
+            spans.push((span, mine));
         }
     }
-    attend_short(shape, kv, short, q);
+    attend_spans(shape, kv, spans, q);
     par::for_each(items, |(span, first, o)| {
         let qs = &q[span.rows.start * width + first * d..][..o.len()];
         let group_view = GroupView {
@@ -130,26 +125,19 @@ pub fn attend(shape: AttentionShape, kv: &HostKv, plan: &ForwardPlan, q: &[f32],
         };
         attend_group(qs, &group_view, scale, d, o);
     });
-    for (span, o) in prompts {
-        attend_prompt(
-            shape,
-            kv,
-            span,
-            &q[span.rows.start * width..][..span.len() * width],
-            o,
-        );
-    }
 }
 
-/// Chains of at most this many rows, and token trees, attend straight from the pages
-/// ([`super::attention_paged`]); longer spans gather first.
-const PAGED_MAX_ROWS: usize = 16;
-
-/// Short spans and trees: one item per (span, KV head), each meeting every page once.
-fn attend_short(
+/// Spans of several rows (prompt chunks, verification chains) and token trees: one
+/// item per (span, KV head, block of rows whose query heads fill one
+/// [`QUERY_BLOCK`]; a tree is one block), each meeting every visible page once with an
+/// online softmax ([`attend_span`]). The pages are read in their format a page at a
+/// time and a block's scores never outgrow a page, so a prompt chunk at depth reads
+/// each page once per block instead of gathering every visible row into f32 first
+/// (which, at 16K cached rows, took 3 to 4.5 times as long: docs/PERFORMANCE.md).
+fn attend_spans(
     shape: AttentionShape,
     kv: &HostKv,
-    spans: Vec<(&SpanPlan, &mut [f32])>,
+    mut spans: Vec<(&SpanPlan, &mut [f32])>,
     q: &[f32],
 ) {
     if spans.is_empty() {
@@ -161,118 +149,62 @@ fn attend_short(
         head_dim: d,
     } = shape;
     let group = h / hkv;
+    let width = h * d;
     let scale = 1.0 / (d as f32).sqrt();
-    let mut results: Vec<Vec<f32>> = Vec::new();
-    let mut keys = Vec::new();
+    let per = (QUERY_BLOCK / group).max(1);
+    // (span, KV head, first row, rows), and each item's `[rows, group, d]` result.
+    let mut items: Vec<(usize, usize, usize, usize)> = Vec::new();
     for (s, (span, _)) in spans.iter().enumerate() {
+        let len = span.len();
+        let step = if span.tree.is_some() { len } else { per };
         for head in 0..hkv {
-            results.push(vec![0.0; span.len() * group * d]);
-            keys.push((s, head));
+            for r0 in (0..len).step_by(step.max(1)) {
+                items.push((s, head, r0, step.min(len - r0)));
+            }
         }
     }
-    let work: Vec<_> = keys.iter().zip(results.iter_mut()).collect();
-    par::for_each(work, |(&(s, head), o)| {
+    let mut results: Vec<Vec<f32>> = items
+        .iter()
+        .map(|&(_, _, _, n)| vec![0.0; n * group * d])
+        .collect();
+    let work: Vec<_> = items.iter().zip(results.iter_mut()).collect();
+    par::for_each(work, |(&(s, head, r0, n), o)| {
         let span = spans[s].0;
         let chain = |i: usize, offset: usize| offset <= i;
         let tree = |i: usize, offset: usize| {
             let t = span.tree.as_ref().expect("a tree span");
             (t.visible[i] >> offset) & 1 == 1
         };
-        let (extent, sees): (usize, &(dyn Fn(usize, usize) -> bool + Sync)) = match &span.tree {
-            Some(t) => (t.extent(), &tree),
-            None => (span.len(), &chain),
-        };
+        // A chain's block sees every row before its own first row.
+        let (base, extent, sees): (usize, usize, &(dyn Fn(usize, usize) -> bool + Sync)) =
+            match &span.tree {
+                Some(t) => (span.first, t.extent(), &tree),
+                None => (span.first + r0, n, &chain),
+            };
         let rows = SpanRows {
             pages: &span.pages,
             head,
-            base: span.first,
+            base,
             extent,
             sees,
         };
         let qs = GroupQueries {
-            q: &q[span.rows.start * h * d + head * group * d..],
-            stride: h * d,
-            count: span.len(),
+            q: &q[(span.rows.start + r0) * width + head * group * d..],
+            stride: width,
+            count: n,
             group,
             dim: d,
             scale,
         };
         attend_span(kv, &rows, &qs, o);
     });
-    // Scatter `[rows, group, d]` per KV head into `[rows, heads, d]`.
-    let mut results = results.into_iter();
-    for (span, out) in spans {
-        for head in 0..hkv {
-            let res = results.next().expect("one result per span and KV head");
-            for (i, row) in res.chunks_exact(group * d).enumerate() {
-                out[(i * h + head * group) * d..][..group * d].copy_from_slice(row);
-            }
-            debug_assert_eq!(res.len(), span.len() * group * d);
+    // Scatter `[rows, group, d]` per item into `[rows, heads, d]`.
+    for (&(s, head, r0, _), res) in items.iter().zip(&results) {
+        let out = &mut *spans[s].1;
+        for (i, row) in res.chunks_exact(group * d).enumerate() {
+            out[(r0 + i) * width + head * group * d..][..group * d].copy_from_slice(row);
         }
     }
-}
-
-/// A prompt span: gather each KV head's rows `0..first + len`, then per query head
-/// blocks of queries as small matmuls.
-fn attend_prompt(shape: AttentionShape, kv: &HostKv, span: &SpanPlan, q: &[f32], out: &mut [f32]) {
-    let AttentionShape {
-        heads: h,
-        kv_heads: hkv,
-        head_dim: d,
-    } = shape;
-    let tokens = span.len();
-    let visible = span.first + tokens;
-    let gathered: Vec<(Vec<f32>, Vec<f32>)> = (0..hkv)
-        .into_par_iter()
-        .map(|head| gather_head(kv, &span.pages, head, visible))
-        .collect();
-    let scale = 1.0 / (d as f32).sqrt();
-    let group = h / hkv;
-    let per_head: Vec<Vec<f32>> = (0..h)
-        .into_par_iter()
-        .map(|head| {
-            let mut o = vec![0.0; tokens * d];
-            let qs = Queries {
-                q: &q[head * d..],
-                stride: h * d,
-                count: tokens,
-                dim: d,
-                pos0: span.first,
-                scale,
-            };
-            let (keys, values) = &gathered[head / group];
-            let view = KvView {
-                keys,
-                values,
-                stride: d,
-                offset: 0,
-            };
-            attend_queries(&qs, &view, &mut o);
-            o
-        })
-        .collect();
-    for (head, o) in per_head.iter().enumerate() {
-        for (t, row) in o.chunks_exact(d).enumerate() {
-            out[(t * h + head) * d..][..d].copy_from_slice(row);
-        }
-    }
-}
-
-/// KV head `head`'s keys and values of cache rows `0..rows`, as contiguous
-/// `[rows, head_dim]` f32 blocks.
-fn gather_head(kv: &HostKv, pages: &[BlockId], head: usize, rows: usize) -> (Vec<f32>, Vec<f32>) {
-    let (block, d) = (kv.block_size(), kv.spec().head_dim);
-    let (k_scale, v_scale) = (kv.spec().k_scale, kv.spec().v_scale);
-    let mut keys = vec![0.0; rows * d];
-    let mut values = vec![0.0; rows * d];
-    let mut buf = Vec::new();
-    for (p, &page) in pages[..rows.div_ceil(block)].iter().enumerate() {
-        let n = (rows - p * block).min(block);
-        let at = p * block * d..(p * block + n) * d;
-        keys[at.clone()].copy_from_slice(rows_f32(kv.keys(page, head, 0..n), k_scale, &mut buf));
-        values[at].copy_from_slice(rows_f32(kv.values(page, head, 0..n), v_scale, &mut buf));
-    }
-    (keys, values)
 }
 
 /// See [`super::attend_decode`].
@@ -561,6 +493,125 @@ mod tests {
                     (*got as f64 - want).abs() < 1e-5,
                     "head {g}, {k}: {got} vs {want}"
                 );
+            }
+        }
+    }
+
+    /// Chains split into blocks of rows (16 rows of 4 query heads here) over pages in
+    /// every format, two spans at once (one at depth, one from the start), against a
+    /// direct causal softmax over the rows as stored.
+    #[test]
+    fn spans_in_row_blocks_match_a_direct_causal_softmax() {
+        use edge_kvcache::SlotId;
+        use edge_kvcache::memory::decode_run;
+        let (d, h, hkv, block) = (32usize, 8usize, 2usize, 5usize);
+        let width = h * d;
+        let wave = |i: usize, f: f32| ((i as f32) * f).sin();
+        for dtype in [KvDType::F32, KvDType::Bf16, KvDType::Fp8E4M3] {
+            let spec = CacheSpec {
+                block_size: block,
+                kv_dtype: dtype,
+                attention: vec![AttentionLayerSpec {
+                    kv_heads: hkv,
+                    head_dim: d,
+                    k_scale: 0.04,
+                    v_scale: 0.02,
+                }],
+                recurrent: vec![],
+            };
+            let mut mem = HostMemory::new(&spec).unwrap();
+            // (first, rows) per span; each span has its own pages.
+            let shapes = [(23usize, 37usize), (0, 20)];
+            let mut next_page = 1;
+            let mut plans = Vec::new();
+            let mut start = 0;
+            for (s, &(first, len)) in shapes.iter().enumerate() {
+                let total = first + len;
+                let pages: Vec<BlockId> = (0..total.div_ceil(block))
+                    .map(|_| {
+                        next_page += 2;
+                        BlockId::new(next_page)
+                    })
+                    .collect();
+                for &p in &pages {
+                    mem.materialize_page(p).unwrap();
+                }
+                for r in 0..total {
+                    let k: Vec<f32> = (0..hkv * d)
+                        .map(|i| wave(s * 9973 + r * 97 + i, 0.37))
+                        .collect();
+                    let v: Vec<f32> = (0..hkv * d)
+                        .map(|i| wave(s * 9973 + r * 97 + i, 0.91))
+                        .collect();
+                    mem.kv_mut(0)
+                        .write_row(pages[r / block], r % block, &k, &v)
+                        .unwrap();
+                }
+                plans.push(SpanPlan {
+                    rows: start..start + len,
+                    first,
+                    pages,
+                    slot: SlotId::new(s),
+                    tree: None,
+                });
+                start += len;
+            }
+            let kv = mem.kv(0);
+            let q: Vec<f32> = (0..start * width).map(|i| wave(i, 1.3)).collect();
+            let mut out = vec![f32::NAN; start * width];
+            let shape = AttentionShape {
+                heads: h,
+                kv_heads: hkv,
+                head_dim: d,
+            };
+            let mut rest = &mut out[..];
+            let mut spans = Vec::new();
+            for plan in &plans {
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(plan.len() * width);
+                spans.push((plan, mine));
+                rest = tail;
+            }
+            attend_spans(shape, kv, spans, &q);
+            let stored = |plan: &SpanPlan, r: usize, head: usize, keys: bool| {
+                let (page, row) = (plan.pages[r / block], r % block);
+                let (run, scale) = match keys {
+                    true => (kv.keys(page, head, row..row + 1), 0.04),
+                    false => (kv.values(page, head, row..row + 1), 0.02),
+                };
+                let mut x = vec![0.0; d];
+                decode_run(run, scale, &mut x);
+                x
+            };
+            for plan in &plans {
+                for i in 0..plan.len() {
+                    let row = plan.rows.start + i;
+                    let seen = plan.first + i + 1;
+                    for head in 0..h {
+                        let kvh = head / (h / hkv);
+                        let qv = &q[row * width + head * d..][..d];
+                        let logits: Vec<f64> = (0..seen)
+                            .map(|r| {
+                                let k = stored(plan, r, kvh, true);
+                                qv.iter().zip(&k).map(|(a, b)| (a * b) as f64).sum::<f64>()
+                                    / (d as f64).sqrt()
+                            })
+                            .collect();
+                        let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        let w: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+                        let z: f64 = w.iter().sum();
+                        for c in 0..d {
+                            let want: f64 = (0..seen)
+                                .map(|r| w[r] / z * stored(plan, r, kvh, false)[c] as f64)
+                                .sum();
+                            let got = out[row * width + head * d + c] as f64;
+                            assert!(
+                                (got - want).abs() < 1e-5,
+                                "{dtype:?} span at {} row {i} head {head} [{c}]: {got} vs {want}",
+                                plan.first
+                            );
+                        }
+                    }
+                }
             }
         }
     }

@@ -1,17 +1,17 @@
-//! Attention of a few query rows (a verification chain or token tree) straight from a
-//! sequence's pages: each page's rows are decoded once into a small buffer and met by
-//! every query of the KV head there, with an online softmax, so nothing is gathered.
-//!
-//! A prompt chunk gathers a KV head's rows into one contiguous block first (the blocked
-//! kernel of [`super::attention_block`] then runs matmuls over it): for a few queries
-//! at depth that copy is most of the work (a one-row tree at 8K tokens of FP8 pages
-//! took 3.6 decode steps that way).
+//! Attention of a span's query rows straight from its pages (prompt chunks,
+//! verification chains and token trees): each tile of 32 cache rows is decoded once
+//! into a small buffer and met by a block of queries of the KV head there (the query
+//! heads of several rows, [`QUERY_BLOCK`] in all), with an online softmax, so nothing
+//! is gathered and a block's scores never outgrow a tile. Scores and the weighted
+//! value sum are register-blocked small matmuls ([`matmul_acc`]).
 
-use super::attention_block::QUERY_BLOCK;
-use super::kv_rows::rows_f32;
+use super::kv_rows::{rows_f32, rows_into};
 use super::simd::{dispatch, matmul_acc, weight_exp};
 use edge_kvcache::BlockId;
 use edge_kvcache::memory::HostKv;
+
+/// Queries per block: a tile's scores are `TILE_ROWS × QUERY_BLOCK` floats.
+pub const QUERY_BLOCK: usize = 64;
 
 /// The rows a span's queries see: every cached row before `base`, and of the rows
 /// `base .. base + extent` those `sees(query_row, offset)` admits.
@@ -64,7 +64,47 @@ pub fn attend_span(kv: &HostKv, rows: &SpanRows, qs: &GroupQueries, out: &mut [f
     })
 }
 
-/// Queries `start .. start + n` (flattened `(row, head)` order) through every page.
+/// Rows per tile of the online softmax. Tiles are fixed runs of cache rows, not pages,
+/// so the result does not depend on the page size.
+const TILE_ROWS: usize = 32;
+
+/// The keys (or values) of cache rows `tile` as f32 `[rows, dim]`: borrowed or decoded
+/// from one page when the tile lies in one, else decoded page by page into `buf`.
+fn tile_rows<'a>(
+    kv: &'a HostKv,
+    rows: &SpanRows,
+    keys: bool,
+    tile: std::ops::Range<usize>,
+    scale: f32,
+    buf: &'a mut Vec<f32>,
+) -> &'a [f32] {
+    let (block, d) = (kv.block_size(), kv.spec().head_dim);
+    let run = |page, within: std::ops::Range<usize>| match keys {
+        true => kv.keys(page, rows.head, within),
+        false => kv.values(page, rows.head, within),
+    };
+    let at = tile.start % block;
+    if at + tile.len() <= block {
+        return rows_f32(
+            run(rows.pages[tile.start / block], at..at + tile.len()),
+            scale,
+            buf,
+        );
+    }
+    buf.resize(tile.len() * d, 0.0);
+    let mut row = tile.start;
+    while row < tile.end {
+        let (page, at) = (rows.pages[row / block], row % block);
+        let n = (block - at).min(tile.end - row);
+        let out = &mut buf[(row - tile.start) * d..][..n * d];
+        rows_into(run(page, at..at + n), scale, out);
+        row += n;
+    }
+    buf
+}
+
+/// Queries `start .. start + n` (flattened `(row, head)` order) through every tile of
+/// the visible rows.
 #[inline(always)]
 fn block<const QB: usize>(
     kv: &HostKv,
@@ -75,7 +115,6 @@ fn block<const QB: usize>(
     out: &mut [f32],
 ) {
     let d = qs.dim;
-    let block = kv.block_size();
     let (k_scale, v_scale) = (kv.spec().k_scale, kv.spec().v_scale);
     // Qᵀ `[d, QB]`, zero-padded.
     let mut qt = vec![0.0f32; d * QB];
@@ -88,13 +127,13 @@ fn block<const QB: usize>(
     let mut max = [f32::NEG_INFINITY; QB];
     let mut sum = [0.0f32; QB];
     let mut acc = vec![0.0f32; n * d];
-    let mut scores = vec![0.0f32; block * QB];
+    let mut scores = vec![0.0f32; TILE_ROWS * QB];
     let (mut kbuf, mut vbuf) = (Vec::new(), Vec::new());
     let end = rows.base + rows.extent;
-    for (p, &page) in rows.pages[..end.div_ceil(block)].iter().enumerate() {
-        let first = p * block;
-        let nr = (end - first).min(block);
-        let keys = rows_f32(kv.keys(page, rows.head, 0..nr), k_scale, &mut kbuf);
+    for first in (0..end).step_by(TILE_ROWS) {
+        let nr = (end - first).min(TILE_ROWS);
+        let tile = first..first + nr;
+        let keys = tile_rows(kv, rows, true, tile.clone(), k_scale, &mut kbuf);
         // Sᵀ = K Qᵀ · scale, `[nr, QB]`.
         let s = &mut scores[..nr * QB];
         s.fill(0.0);
@@ -136,7 +175,7 @@ fn block<const QB: usize>(
                 a.iter_mut().for_each(|x| *x *= factor[j]);
             }
         }
-        let values = rows_f32(kv.values(page, rows.head, 0..nr), v_scale, &mut vbuf);
+        let values = tile_rows(kv, rows, false, tile, v_scale, &mut vbuf);
         // acc += P V with P = (Sᵀ)ᵀ read through strides.
         matmul_acc::<64>((n, d, nr), 1.0, s, (1, QB), values, d, &mut acc, d);
     }

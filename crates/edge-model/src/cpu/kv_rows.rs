@@ -28,6 +28,16 @@ pub fn rows_f32<'a>(run: KvRun<'a>, scale: f32, buf: &'a mut Vec<f32>) -> &'a [f
     }
 }
 
+/// `run` as f32 values written to `out` (as long as `run`).
+#[inline]
+pub fn rows_into(run: KvRun<'_>, scale: f32, out: &mut [f32]) {
+    match run {
+        KvRun::F32(x) => out.copy_from_slice(x),
+        KvRun::Bf16(x) => bf16_to_f32(x, out),
+        KvRun::Fp8(x) => fp8_to_f32(x, scale, out),
+    }
+}
+
 /// bf16 bit patterns to f32 (exact).
 pub fn bf16_to_f32(src: &[u16], out: &mut [f32]) {
     super::simd::dispatch!(bf16_portable, (src: &[u16], out: &mut [f32]) {

@@ -2,7 +2,6 @@
 //! usable runtime (runtime-dispatched AVX-512 / AVX2 / NEON kernels, rayon threads).
 
 mod attention;
-pub(crate) mod attention_block;
 mod attention_paged;
 pub(crate) mod conv;
 #[cfg(target_arch = "x86_64")]
