@@ -1,5 +1,6 @@
 //! The body of one `<tool_call>` block (the text between the tags), in either form.
 
+use super::stream_call::Tag;
 use super::{ToolCallFormat, ToolSchemas, Warning, WarningKind};
 use serde_json::{Map, Value};
 
@@ -105,14 +106,14 @@ fn parse_xml(body: &str) -> Result<(String, Vec<(String, String)>), String> {
 /// The `NAME>` after `<function=` or `<parameter=`: the trimmed name, non-empty and
 /// on one line, and the text after the `>`.
 fn tag_name<'a>(text: &'a str, what: &str) -> Result<(String, &'a str), String> {
-    let close = text
-        .find('>')
-        .ok_or_else(|| format!("<{what}=...> has no closing '>'"))?;
-    let name = text[..close].trim();
-    if name.is_empty() || name.contains(['\n', '<']) {
-        return Err(format!("bad {what} name {:?}", preview(name)));
+    match super::stream_call::tag_name(text) {
+        Tag::Name(name, used) => Ok((name, &text[used..])),
+        Tag::Bad if text.contains('>') => {
+            let name = text[..text.find('>').unwrap_or(0)].trim();
+            Err(format!("bad {what} name {:?}", preview(name)))
+        }
+        _ => Err(format!("<{what}=...> has no closing '>'")),
     }
-    Ok((name.to_string(), &text[close + 1..]))
 }
 
 /// `{"name": NAME, "arguments": {...}}`; `arguments` may be a string holding a JSON
@@ -139,7 +140,7 @@ fn parse_json(body: &str) -> Result<(String, Map<String, Value>), String> {
     Ok((name, arguments))
 }
 
-fn preview(text: &str) -> &str {
+pub(super) fn preview(text: &str) -> &str {
     match text.char_indices().nth(40) {
         Some((at, _)) => &text[..at],
         None => text,

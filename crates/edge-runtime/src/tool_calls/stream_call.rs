@@ -16,6 +16,7 @@
 //! ended, and a [`WarningKind::IncompleteCall`] warning; the rest of its text is
 //! dropped.
 
+use super::body::preview;
 use super::{Delta, ToolCall, ToolCallHead, ToolSchemas, Warning, WarningKind};
 
 const FUNCTION_OPEN: &str = "<function=";
@@ -374,7 +375,7 @@ impl StreamedCall {
 }
 
 /// A `NAME>` after `<function=` or `<parameter=`.
-enum Tag {
+pub(super) enum Tag {
     /// The trimmed name and the bytes up to and including the `>`.
     Name(String, usize),
     /// No `>` yet, and nothing wrong so far.
@@ -383,7 +384,7 @@ enum Tag {
     Bad,
 }
 
-fn tag_name(text: &str) -> Tag {
+pub(super) fn tag_name(text: &str) -> Tag {
     match text.find('>') {
         Some(close) => {
             let name = text[..close].trim();
@@ -409,11 +410,4 @@ fn held_suffix(buf: &str) -> usize {
             VALUE_END.starts_with(tail) || PARAM_CLOSE.starts_with(tail)
         })
         .unwrap_or(0)
-}
-
-fn preview(text: &str) -> &str {
-    match text.char_indices().nth(40) {
-        Some((at, _)) => &text[..at],
-        None => text,
-    }
 }
