@@ -9,7 +9,9 @@
 //! |---|---|---|
 //! | [`SimdLevel::Avx512`] | AVX-512 F, BW, VL and VNNI, plus the AVX2 set | Ice Lake, Sapphire Rapids, Zen 4 and later |
 //! | [`SimdLevel::Avx2`] | AVX2, FMA and F16C | Haswell, Zen 1 and later |
-//! | [`SimdLevel::Neon`] | aarch64 Advanced SIMD (always present) | Jetson, Apple, Graviton |
+//! | [`SimdLevel::NeonI8mm`] | aarch64 i8mm (`smmla`) and dotprod | Neoverse V1/V2/N2, Jetson Thor, Graviton 3/4, Apple M2 and later |
+//! | [`SimdLevel::NeonDotprod`] | aarch64 dotprod (`sdot`) | Cortex-A76/A78, Neoverse N1, Jetson Orin, Apple M1 |
+//! | [`SimdLevel::Neon`] | aarch64 Advanced SIMD (always present) | Cortex-A72, Cortex-A53 |
 //! | [`SimdLevel::Portable`] | nothing: plain Rust the compiler vectorises | everywhere |
 //!
 //! There is one definition of "AVX-512": the integer kernels of `edge-quant` need VNNI
@@ -18,12 +20,20 @@
 //! CPU with AVX-512 F but no VNNI (Skylake-SP/X) runs every kernel at
 //! [`SimdLevel::Avx2`]: one consistent choice rather than two kernel families at two
 //! levels. Extra capabilities that only some kernels use are
-//! flags of [`Features`] (today [`Features::avx512bf16`]).
+//! flags of [`Features`]: [`Features::avx512bf16`] on x86, [`Features::neon_bf16`]
+//! (`bfmmla`) on aarch64. [`Features::sve`] is reported for benchmarks only: on the
+//! Neoverse V2/V3 cores of Grace and Thor SVE vectors are 128 bits, as wide as NEON's,
+//! so no kernel needs it.
+//!
+//! On aarch64 the three levels are ordered: every CPU with i8mm this project targets
+//! has dotprod too (Armv8.6 makes both part of the architecture), and a CPU with i8mm
+//! but without dotprod runs at [`SimdLevel::Neon`].
 //!
 //! # Proof tokens
 //!
-//! [`Avx2`], [`Avx512`] and [`Avx512Bf16`] are zero-sized tokens that can only be built
-//! once detection found their features, so holding one is what makes a call into a
+//! [`Avx2`], [`Avx512`], [`Avx512Bf16`] (x86) and [`Dotprod`], [`I8mm`], [`NeonBf16`]
+//! (aarch64) are zero-sized tokens that can only be built once detection found their
+//! features, so holding one is what makes a call into a
 //! `#[target_feature]` function sound. [`Token`] is a level together with its token;
 //! [`token`] gives the one kernels should run now.
 //!
@@ -41,7 +51,9 @@
 //!
 //! [`dispatch!`] compiles a block once per x86 level (with that level's target
 //! features) and once portably, and runs the variant of [`token`]: the way to
-//! vectorise plain loops for AVX-512 or AVX2 without writing intrinsics.
+//! vectorise plain loops for AVX-512 or AVX2 without writing intrinsics. On aarch64
+//! the portable variant is the NEON one (NEON is baseline, and dotprod and i8mm do
+//! nothing for float loops), so it compiles once.
 
 use crate::error::{CoreError, Result};
 use std::cell::Cell;
@@ -57,15 +69,23 @@ pub enum SimdLevel {
     /// x86-64 AVX-512 F/BW/VL/VNNI (Ice Lake, Sapphire Rapids, Zen 4 and later), plus
     /// the AVX2 set.
     Avx512,
-    /// aarch64 Advanced SIMD (always present on aarch64, e.g. Jetson).
+    /// aarch64 Advanced SIMD (always present on aarch64).
     Neon,
+    /// aarch64 Advanced SIMD with the dot-product instructions (`sdot`, Armv8.2
+    /// FEAT_DotProd): Jetson Orin, Neoverse N1, Apple M1.
+    NeonDotprod,
+    /// aarch64 with the int8 matrix multiply (`smmla`, FEAT_I8MM) and dotprod: Jetson
+    /// Thor, Neoverse V1/V2/N2, Apple M2 and later.
+    NeonI8mm,
 }
 
 impl SimdLevel {
     /// Every level, best first.
-    pub const ALL: [SimdLevel; 4] = [
+    pub const ALL: [SimdLevel; 6] = [
         SimdLevel::Avx512,
         SimdLevel::Avx2,
+        SimdLevel::NeonI8mm,
+        SimdLevel::NeonDotprod,
         SimdLevel::Neon,
         SimdLevel::Portable,
     ];
@@ -85,19 +105,31 @@ impl SimdLevel {
             SimdLevel::Avx512 => Avx512::detect().map(Token::Avx512),
             #[cfg(target_arch = "aarch64")]
             SimdLevel::Neon => Some(Token::Neon),
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::NeonDotprod => Dotprod::detect().map(Token::NeonDotprod),
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::NeonI8mm => I8mm::detect().map(Token::NeonI8mm),
             #[allow(unreachable_patterns)]
             _ => None,
         }
     }
 
-    /// A short lowercase name (`"avx512"`, `"avx2"`, `"neon"`, `"portable"`).
+    /// A short lowercase name (`"avx512"`, `"avx2"`, `"neon-i8mm"`, `"neon-dotprod"`,
+    /// `"neon"`, `"portable"`).
     pub fn name(self) -> &'static str {
         match self {
             SimdLevel::Portable => "portable",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
             SimdLevel::Neon => "neon",
+            SimdLevel::NeonDotprod => "neon-dotprod",
+            SimdLevel::NeonI8mm => "neon-i8mm",
         }
+    }
+
+    /// The level named `name` (as [`SimdLevel::name`] writes it).
+    pub fn from_name(name: &str) -> Option<SimdLevel> {
+        SimdLevel::ALL.into_iter().find(|l| l.name() == name)
     }
 
     /// Position in [`SimdLevel::ALL`] (the index of the level's pool).
@@ -105,8 +137,10 @@ impl SimdLevel {
         match self {
             SimdLevel::Avx512 => 0,
             SimdLevel::Avx2 => 1,
-            SimdLevel::Neon => 2,
-            SimdLevel::Portable => 3,
+            SimdLevel::NeonI8mm => 2,
+            SimdLevel::NeonDotprod => 3,
+            SimdLevel::Neon => 4,
+            SimdLevel::Portable => 5,
         }
     }
 }
@@ -126,6 +160,11 @@ pub struct Features {
     /// AVX-512 BF16 (`vdpbf16ps`) on top of [`SimdLevel::Avx512`]: the bf16 GEMM and
     /// the bf16 decode kernels of `edge-quant`. Never set below that level.
     pub avx512bf16: bool,
+    /// aarch64 BF16 (FEAT_BF16: `bfmmla`, `bfdot`) on top of [`SimdLevel::NeonI8mm`]:
+    /// the bf16 prompt GEMM of `edge-quant`. Never set below that level.
+    pub neon_bf16: bool,
+    /// aarch64 SVE. Reported only (see the module docs); no kernel needs it.
+    pub sve: bool,
 }
 
 /// The CPU's features, probed on the first call and remembered for the process.
@@ -150,13 +189,25 @@ fn probe() -> Features {
         Features {
             level,
             avx512bf16: avx512 && has!("avx512bf16"),
+            neon_bf16: false,
+            sve: false,
         }
     }
     #[cfg(target_arch = "aarch64")]
     {
+        use std::arch::is_aarch64_feature_detected as has;
+        let dotprod = has!("dotprod");
+        let i8mm = dotprod && has!("i8mm");
+        let level = match (i8mm, dotprod) {
+            (true, _) => SimdLevel::NeonI8mm,
+            (false, true) => SimdLevel::NeonDotprod,
+            (false, false) => SimdLevel::Neon,
+        };
         Features {
-            level: SimdLevel::Neon,
+            level,
             avx512bf16: false,
+            neon_bf16: i8mm && has!("bf16"),
+            sve: has!("sve"),
         }
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -164,6 +215,8 @@ fn probe() -> Features {
         Features {
             level: SimdLevel::Portable,
             avx512bf16: false,
+            neon_bf16: false,
+            sve: false,
         }
     }
 }
@@ -202,7 +255,8 @@ pub fn with_level<R: Send>(level: SimdLevel, f: impl FnOnce() -> R + Send) -> Re
     if FORCED.with(Cell::get).is_none() && level == detected().level {
         return Ok(f());
     }
-    static POOLS: [OnceLock<rayon::ThreadPool>; 4] = [const { OnceLock::new() }; 4];
+    static POOLS: [OnceLock<rayon::ThreadPool>; SimdLevel::ALL.len()] =
+        [const { OnceLock::new() }; SimdLevel::ALL.len()];
     let slot = &POOLS[level.index()];
     let pool = match slot.get() {
         Some(pool) => pool,
@@ -277,6 +331,63 @@ impl Avx512Bf16 {
     }
 }
 
+/// Token proving aarch64 dotprod (`sdot`, `udot`).
+#[cfg(target_arch = "aarch64")]
+#[derive(Clone, Copy, Debug)]
+pub struct Dotprod(());
+
+#[cfg(target_arch = "aarch64")]
+impl Dotprod {
+    /// `Some` if this CPU has dotprod (whatever level is forced: choose kernels with
+    /// [`token`]).
+    pub fn detect() -> Option<Self> {
+        matches!(
+            detected().level,
+            SimdLevel::NeonDotprod | SimdLevel::NeonI8mm
+        )
+        .then_some(Dotprod(()))
+    }
+}
+
+/// Token proving the [`SimdLevel::NeonI8mm`] features: aarch64 i8mm (`smmla`) and
+/// dotprod.
+#[cfg(target_arch = "aarch64")]
+#[derive(Clone, Copy, Debug)]
+pub struct I8mm(());
+
+#[cfg(target_arch = "aarch64")]
+impl I8mm {
+    /// `Some` if this CPU has i8mm and dotprod (whatever level is forced: choose
+    /// kernels with [`token`]).
+    pub fn detect() -> Option<Self> {
+        (detected().level == SimdLevel::NeonI8mm).then_some(I8mm(()))
+    }
+
+    /// The dotprod token this one implies (the level requires dotprod).
+    pub fn dotprod(self) -> Dotprod {
+        Dotprod(())
+    }
+
+    /// The BF16 token, if this CPU also has FEAT_BF16.
+    pub fn bf16(self) -> Option<NeonBf16> {
+        detected().neon_bf16.then_some(NeonBf16(()))
+    }
+}
+
+/// Token proving aarch64 BF16 (`bfmmla`, `bfdot`) on top of the
+/// [`SimdLevel::NeonI8mm`] features.
+#[cfg(target_arch = "aarch64")]
+#[derive(Clone, Copy, Debug)]
+pub struct NeonBf16(());
+
+#[cfg(target_arch = "aarch64")]
+impl NeonBf16 {
+    /// `Some` if this CPU has the [`I8mm`] features and BF16.
+    pub fn detect() -> Option<Self> {
+        I8mm::detect().and_then(I8mm::bf16)
+    }
+}
+
 /// A level together with the proof that this CPU runs it: what kernel choices match
 /// on.
 #[derive(Clone, Copy, Debug)]
@@ -292,6 +403,12 @@ pub enum Token {
     /// [`SimdLevel::Neon`] (baseline on aarch64: no proof needed).
     #[cfg(target_arch = "aarch64")]
     Neon,
+    /// [`SimdLevel::NeonDotprod`].
+    #[cfg(target_arch = "aarch64")]
+    NeonDotprod(Dotprod),
+    /// [`SimdLevel::NeonI8mm`].
+    #[cfg(target_arch = "aarch64")]
+    NeonI8mm(I8mm),
 }
 
 impl Token {
@@ -305,6 +422,10 @@ impl Token {
             Token::Avx512(_) => SimdLevel::Avx512,
             #[cfg(target_arch = "aarch64")]
             Token::Neon => SimdLevel::Neon,
+            #[cfg(target_arch = "aarch64")]
+            Token::NeonDotprod(_) => SimdLevel::NeonDotprod,
+            #[cfg(target_arch = "aarch64")]
+            Token::NeonI8mm(_) => SimdLevel::NeonI8mm,
         }
     }
 
@@ -324,6 +445,25 @@ impl Token {
     pub fn avx512(self) -> Option<Avx512> {
         match self {
             Token::Avx512(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The dotprod token, at [`SimdLevel::NeonDotprod`] and above.
+    #[cfg(target_arch = "aarch64")]
+    pub fn dotprod(self) -> Option<Dotprod> {
+        match self {
+            Token::NeonDotprod(t) => Some(t),
+            Token::NeonI8mm(t) => Some(t.dotprod()),
+            Token::Neon | Token::Portable => None,
+        }
+    }
+
+    /// The i8mm token, at [`SimdLevel::NeonI8mm`].
+    #[cfg(target_arch = "aarch64")]
+    pub fn i8mm(self) -> Option<I8mm> {
+        match self {
+            Token::NeonI8mm(t) => Some(t),
             _ => None,
         }
     }
@@ -397,13 +537,39 @@ mod tests {
             detected().avx512bf16,
             want == SimdLevel::Avx512 && has!("avx512bf16")
         );
-        assert!(!SimdLevel::Neon.is_available());
+        for arm in [SimdLevel::Neon, SimdLevel::NeonDotprod, SimdLevel::NeonI8mm] {
+            assert!(!arm.is_available(), "{arm}");
+        }
+        assert!(!detected().neon_bf16 && !detected().sve);
     }
 
+    /// The level is the best one the CPU's raw feature bits allow.
     #[test]
     #[cfg(target_arch = "aarch64")]
-    fn aarch64_has_neon() {
-        assert_eq!(detected().level, SimdLevel::Neon);
+    fn detected_level_matches_the_feature_bits() {
+        use std::arch::is_aarch64_feature_detected as has;
+        let want = if has!("dotprod") && has!("i8mm") {
+            SimdLevel::NeonI8mm
+        } else if has!("dotprod") {
+            SimdLevel::NeonDotprod
+        } else {
+            SimdLevel::Neon
+        };
+        let f = detected();
+        assert_eq!(f.level, want);
+        assert_eq!(f.neon_bf16, want == SimdLevel::NeonI8mm && has!("bf16"));
+        assert_eq!(f.sve, has!("sve"));
+        assert!(!f.avx512bf16);
+        assert!(!SimdLevel::Avx2.is_available() && !SimdLevel::Avx512.is_available());
+        // Every level at or below the detected one is available, for forcing.
+        let order = [SimdLevel::Neon, SimdLevel::NeonDotprod, SimdLevel::NeonI8mm];
+        let at = order.iter().position(|&l| l == want).unwrap();
+        for (i, l) in order.into_iter().enumerate() {
+            assert_eq!(l.is_available(), i <= at, "{l}");
+        }
+        assert!(Token::NeonDotprod(Dotprod(())).dotprod().is_some());
+        assert_eq!(token().i8mm().is_some(), want == SimdLevel::NeonI8mm);
+        assert_eq!(token().dotprod().is_some(), want != SimdLevel::Neon);
     }
 
     #[test]
@@ -413,6 +579,11 @@ mod tests {
         assert!(level().is_available());
         assert!(SimdLevel::Portable.is_available());
         assert_eq!(level().to_string(), level().name());
+        for l in SimdLevel::ALL {
+            assert_eq!(SimdLevel::from_name(l.name()), Some(l));
+            assert_eq!(SimdLevel::ALL[l.index()], l);
+        }
+        assert_eq!(SimdLevel::from_name("sse2"), None);
     }
 
     /// A forced level holds in the closure and on the rayon workers it uses, nests, and

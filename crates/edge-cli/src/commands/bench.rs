@@ -218,10 +218,10 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
 
 /// `--simd-level`: a level by its name.
 fn parse_simd_level(name: &str) -> Result<SimdLevel, String> {
-    SimdLevel::ALL
-        .into_iter()
-        .find(|l| l.name() == name)
-        .ok_or_else(|| format!("unknown SIMD level `{name}` (avx512, avx2, neon, portable)"))
+    SimdLevel::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = SimdLevel::ALL.iter().map(|l| l.name()).collect();
+        format!("unknown SIMD level `{name}` ({})", names.join(", "))
+    })
 }
 
 /// What `bench decode` measures once its engine is built, on whichever backend.
