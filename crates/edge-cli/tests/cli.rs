@@ -280,6 +280,72 @@ fn bench_verify_reports_trees_and_device() {
     );
 }
 
+/// `bench decode` names the kernel level it ran at (the detected one, or a forced
+/// lower one), the CPU's extra features, and its speed against the bandwidth bound; a
+/// level the CPU lacks or an unknown name is an error naming the levels.
+#[test]
+fn bench_decode_reports_level_features_and_bound() {
+    let run = |extra: &[&str]| {
+        bin()
+            .args(["bench", "decode", "--model", &fixture("qwen35-tiny-f32")])
+            .args([
+                "--depth",
+                "8",
+                "--decode-tokens",
+                "4",
+                "--runs",
+                "1",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["simd_level"], edge_core::simd::detected().level.name());
+    let extras: Vec<&str> = v["cpu_features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(extras, edge_core::simd::detected().extras());
+    assert!(
+        v["fraction_of_bound"].as_f64().is_some_and(|f| f > 0.0),
+        "{v}"
+    );
+    assert!(
+        v["read_bandwidth_gb_per_s"]
+            .as_f64()
+            .is_some_and(|b| b > 0.0)
+    );
+
+    let o = run(&["--simd-level", "portable"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["simd_level"], "portable");
+
+    for level in ["sse9", "neon-sve"] {
+        let o = run(&["--simd-level", level]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("neon-dotprod") && err.contains("avx512"),
+            "{err}"
+        );
+    }
+    let unavailable = edge_core::simd::SimdLevel::ALL
+        .into_iter()
+        .find(|l| !l.is_available())
+        .unwrap();
+    let o = run(&["--simd-level", unavailable.name()]);
+    assert!(!o.status.success(), "{unavailable} ran");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked") && err.contains("error"), "{err}");
+}
+
 /// The demo model's default agent setup (a `bash` tool) is what makes it call bash;
 /// `--tools` replaces it with the caller's schemas and `--system` sets the system turn.
 #[test]

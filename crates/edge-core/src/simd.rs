@@ -167,6 +167,21 @@ pub struct Features {
     pub sve: bool,
 }
 
+impl Features {
+    /// The names of the set flags beyond the level (`"avx512bf16"`, `"bf16"`, `"sve"`),
+    /// for reports.
+    pub fn extras(&self) -> Vec<&'static str> {
+        [
+            (self.avx512bf16, "avx512bf16"),
+            (self.neon_bf16, "bf16"),
+            (self.sve, "sve"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+}
+
 /// The CPU's features, probed on the first call and remembered for the process.
 pub fn detected() -> Features {
     static FEATURES: OnceLock<Features> = OnceLock::new();
@@ -541,6 +556,9 @@ mod tests {
             assert!(!arm.is_available(), "{arm}");
         }
         assert!(!detected().neon_bf16 && !detected().sve);
+        let extras = detected().extras();
+        assert_eq!(extras.contains(&"avx512bf16"), detected().avx512bf16);
+        assert_eq!(extras.len(), usize::from(detected().avx512bf16));
     }
 
     /// The level is the best one the CPU's raw feature bits allow.
@@ -560,6 +578,8 @@ mod tests {
         assert_eq!(f.neon_bf16, want == SimdLevel::NeonI8mm && has!("bf16"));
         assert_eq!(f.sve, has!("sve"));
         assert!(!f.avx512bf16);
+        assert_eq!(f.extras().contains(&"bf16"), f.neon_bf16);
+        assert_eq!(f.extras().contains(&"sve"), f.sve);
         assert!(!SimdLevel::Avx2.is_available() && !SimdLevel::Avx512.is_available());
         // Every level at or below the detected one is available, for forcing.
         let order = [SimdLevel::Neon, SimdLevel::NeonDotprod, SimdLevel::NeonI8mm];

@@ -71,8 +71,9 @@ pub struct DecodeArgs {
     #[arg(long, default_value_t = 1)]
     pub streams: usize,
     /// Run the CPU kernels at this SIMD level instead of the best one this CPU has
-    /// (avx512, avx2, neon or portable; at most the detected level): to time the AVX2
-    /// kernels on an AVX-512 machine.
+    /// (avx512, avx2, neon-i8mm, neon-dotprod, neon or portable; at most the detected
+    /// level): to time the AVX2 kernels on an AVX-512 machine, or the plain NEON ones on
+    /// an Arm CPU with i8mm.
     #[arg(long, value_parser = parse_simd_level)]
     pub simd_level: Option<SimdLevel>,
     /// Print JSON.
@@ -319,6 +320,7 @@ impl Timing<'_> {
             "fraction_of_bound": median(&mut fractions),
             "device": device.to_string(),
             "simd_level": edge_core::simd::level().name(),
+            "cpu_features": edge_core::simd::detected().extras(),
             "threads": host_threads(device),
             "runs": a.runs.max(1),
         });
