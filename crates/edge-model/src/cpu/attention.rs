@@ -239,24 +239,24 @@ pub(super) struct GroupView<'a> {
 /// in `qs` (`[heads, d]`), written to `out` (`[heads, d]`): each key and value row is
 /// read once for all of them.
 fn attend_group(qs: &[f32], kv: &GroupView, scale: f32, d: usize, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     if attend_group_tiled(qs, kv, scale, out) {
         return;
     }
     attend_group_auto(qs, kv, scale, d, out);
 }
 
-/// [`attend_group`] in the register-tiled kernel of the current level (AVX-512 or
-/// AVX2), if it takes the shape; false (doing nothing) if not.
-#[cfg(target_arch = "x86_64")]
+/// [`attend_group`] in the register-tiled kernel of the current level (AVX-512, AVX2
+/// or NEON), if it takes the shape; false (doing nothing) if not.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn attend_group_tiled(qs: &[f32], kv: &GroupView, scale: f32, out: &mut [f32]) -> bool {
-    let group = super::decode_attention_x86::Group {
+    let group = super::decode_attention::Group {
         kv: kv.kv,
         pages: kv.pages,
         head: kv.head,
         visible: kv.visible,
     };
-    super::decode_attention_x86::attend(qs, &group, scale, out)
+    super::decode_attention::attend(qs, &group, scale, out)
 }
 
 /// [`attend_group`] in auto-vectorised loops (any head count and width, any CPU).
@@ -320,17 +320,18 @@ mod tests {
     use super::*;
     use edge_kvcache::{AttentionLayerSpec, CacheMemory, CacheSpec, HostMemory, KvDType};
 
-    /// The register-tiled x86 kernel against the auto-vectorised loops at every x86
-    /// level the CPU has (AVX2 forced on an AVX-512 CPU), for every page format, 1 to 8
-    /// query heads, widths 64 to 256, odd page sizes and row counts (one row, partial
-    /// last pages); below AVX2 it declines.
+    /// The register-tiled kernel against the auto-vectorised loops at every level the
+    /// CPU has but the portable one (AVX2 forced on an AVX-512 CPU, plain NEON on an
+    /// i8mm one), for every page format, 1 to 8 query heads, widths 64 to 256, odd page
+    /// sizes and row counts (one row, partial last pages); at the portable level it
+    /// declines.
     #[test]
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn tiled_kernel_matches_the_loops() {
         use edge_core::simd::{SimdLevel, with_level};
-        let levels: Vec<SimdLevel> = [SimdLevel::Avx512, SimdLevel::Avx2]
+        let levels: Vec<SimdLevel> = SimdLevel::ALL
             .into_iter()
-            .filter(|l| l.is_available())
+            .filter(|&l| l != SimdLevel::Portable && l.is_available())
             .collect();
         let wave = |i: usize, f: f32| ((i as f32) * f).sin();
         let cases = [

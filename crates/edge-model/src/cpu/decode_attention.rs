@@ -1,27 +1,71 @@
-//! One-row (decode) attention over paged KV rows with AVX-512 or AVX2: the query heads
-//! that share a KV head (`G` of them) are register-tiled against each row, so a row is
-//! loaded and decoded once for all of them, and the value sums stay in registers
+//! One-row (decode) attention over paged KV rows with AVX-512, AVX2 or NEON: the query
+//! heads that share a KV head (`G` of them) are register-tiled against each row, so a
+//! row is loaded and decoded once for all of them, and the value sums stay in registers
 //! across a page instead of being loaded and stored per row (the auto-vectorised loop
 //! did that, and at 16K cached tokens it ran at under 5 GB/s of FP8 rows).
 //!
-//! The kernel is written once over a vector of f32 lanes ([`lanes::Lanes`]) and
-//! compiled per level: 16 lanes and 32 registers with AVX-512, 8 lanes and 16 registers
-//! with AVX2 + FMA + F16C; the tiles are sized from the lanes and registers.
+//! The kernel is written once over a vector of f32 lanes ([`Lanes`]) and compiled per
+//! level: 16 lanes and 32 registers with AVX-512, 8 lanes and 16 registers with AVX2 +
+//! FMA + F16C ([`lanes_x86`]), and on aarch64 8 lanes as a pair of 4-lane NEON vectors,
+//! 16 pairs in the 32 registers ([`lanes_neon`]; the same code at every Arm level). The
+//! tiles are sized from the lanes and registers.
 //!
 //! Rows are read in their page format: f32 directly; bf16 widened by a shift; FP8
-//! E4M3 through `vcvtph2ps` on the byte shifted into an f16 (the f16 is the E4M3 value
-//! times 2⁻⁸, see [`super::kv_rows`]). The 2⁸ and the layer's scale are folded into the
-//! score scale (keys) and into the softmax weights (values), so no row pays for them.
+//! E4M3 through an f16 conversion (`vcvtph2ps`, `fcvtl`) of the byte shifted into an
+//! f16 (the f16 is the E4M3 value times 2⁻⁸, see [`super::kv_rows`]). The 2⁸ and the
+//! layer's scale are folded into the score scale (keys) and into the softmax weights
+//! (values), so no row pays for them.
 
-mod lanes;
+#[cfg(target_arch = "aarch64")]
+mod lanes_neon;
+#[cfg(target_arch = "x86_64")]
+mod lanes_x86;
 
-use core::arch::x86_64::*;
 use edge_core::simd::Token;
 use edge_kvcache::BlockId;
 use edge_kvcache::memory::{HostKv, KvRun};
-use lanes::{F32x8, F32x16, Lanes};
+#[cfg(target_arch = "aarch64")]
+use lanes_neon::{F32x4x2, prefetch};
+#[cfg(target_arch = "x86_64")]
+use lanes_x86::{F32x8, F32x16, prefetch};
 
 use super::simd::weight_exp;
+
+/// A vector of f32 lanes at one SIMD level.
+///
+/// # Safety
+/// Every method needs its level's CPU features. A pointer argument must have
+/// [`Lanes::LANES`] values readable (or writable) from it.
+trait Lanes: Copy {
+    /// f32 values per vector.
+    const LANES: usize;
+    /// Vectors of this type the level's registers hold (the kernel's tiles are sized
+    /// to fit them).
+    const REGISTERS: usize;
+
+    /// All lanes 0.
+    unsafe fn zero() -> Self;
+    /// All lanes `x`.
+    unsafe fn splat(x: f32) -> Self;
+    /// f32 values.
+    unsafe fn load(p: *const f32) -> Self;
+    /// bf16 values, widened.
+    unsafe fn load_bf16(p: *const u16) -> Self;
+    /// FP8 E4M3 codes, as the E4M3 value times 2⁻⁸. Code 0x7F (NaN in E4M3) reads as a
+    /// number: the kernel is not used on pages that ever held a NaN.
+    unsafe fn load_fp8(p: *const u8) -> Self;
+    /// Writes the lanes to `p`.
+    unsafe fn store(self, p: *mut f32);
+    /// `self · b + c`, fused.
+    unsafe fn fma(self, b: Self, c: Self) -> Self;
+    /// `self + b`.
+    unsafe fn add(self, b: Self) -> Self;
+    /// The sum of the lanes.
+    unsafe fn sum(self) -> f32;
+    /// The lane sums of four vectors, `[Σv₀, Σv₁, Σv₂, Σv₃]` (four separate
+    /// horizontal sums take two to three times the instructions).
+    unsafe fn sum4(v: [Self; 4]) -> [f32; 4];
+}
 
 /// A run of rows in one page format, read a vector at a time as f32.
 trait Rows: Copy {
@@ -75,10 +119,10 @@ pub struct Group<'a> {
 }
 
 /// Softmax attention of the query heads `qs` (`[G, d]`) over the group's rows, into
-/// `out` (`[G, d]`), at the level of [`edge_core::simd::token`] (AVX-512 or AVX2).
-/// Returns false (doing nothing) below AVX2, for shapes it does not tile (more than 8
-/// query heads per KV head, a head width not a multiple of 64) and for pages that may
-/// hold a NaN.
+/// `out` (`[G, d]`), at the level of [`edge_core::simd::token`] (AVX-512, AVX2 or any
+/// NEON level). Returns false (doing nothing) at [`Token::Portable`] (below AVX2 on
+/// x86, or forced), for shapes it does not tile (more than 8 query heads per KV head,
+/// a head width not a multiple of 64) and for pages that may hold a NaN.
 pub fn attend(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) -> bool {
     let d = g.kv.spec().head_dim;
     if d == 0 || !d.is_multiple_of(64) || qs.len() != out.len() || !qs.len().is_multiple_of(d) {
@@ -98,14 +142,22 @@ pub fn attend(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) -> bool {
         };
     }
     match edge_core::simd::token() {
+        #[cfg(target_arch = "x86_64")]
         Token::Avx512(_) => heads!(attend_avx512, 1 2 3 4 5 6 7 8),
+        #[cfg(target_arch = "x86_64")]
         Token::Avx2(_) => heads!(attend_avx2, 1 2 3 4 5 6 7 8),
-        _ => return false,
+        // Float kernels gain nothing from dotprod or i8mm: one NEON kernel for all.
+        #[cfg(target_arch = "aarch64")]
+        Token::Neon | Token::NeonDotprod(_) | Token::NeonI8mm(_) => {
+            heads!(attend_neon, 1 2 3 4 5 6 7 8)
+        }
+        Token::Portable => return false,
     }
     true
 }
 
 /// [`attend_heads`] compiled for AVX-512 (F/BW/VL) with the AVX2 set.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn attend_avx512<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
     // SAFETY: compiled with, and (by the caller) run with, F32x16's features.
@@ -113,10 +165,22 @@ unsafe fn attend_avx512<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, o
 }
 
 /// [`attend_heads`] compiled for AVX2 + FMA + F16C.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn attend_avx2<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
     // SAFETY: compiled with, and (by the caller) run with, F32x8's features.
     unsafe { attend_heads::<F32x8, G>(qs, g, scale, out) }
+}
+
+/// [`attend_heads`] over NEON (baseline on aarch64; the f16 conversion FP8 rows use is
+/// part of it too).
+///
+/// # Safety
+/// As [`attend_heads`] (the shapes; no CPU feature beyond the target's).
+#[cfg(target_arch = "aarch64")]
+unsafe fn attend_neon<const G: usize>(qs: &[f32], g: &Group<'_>, scale: f32, out: &mut [f32]) {
+    // SAFETY: NEON is part of every aarch64 target this builds for.
+    unsafe { attend_heads::<F32x4x2, G>(qs, g, scale, out) }
 }
 
 /// The kernel for `G` query heads. It and every function it calls are
@@ -240,9 +304,7 @@ impl Ahead {
             for line in (0..self.row_bytes).step_by(64) {
                 // SAFETY: a prefetch never faults and changes no memory; the address is
                 // inside row `r` of the run.
-                unsafe {
-                    _mm_prefetch::<_MM_HINT_T0>(self.ptr.add(r * self.row_bytes + line).cast())
-                };
+                unsafe { prefetch(self.ptr.add(r * self.row_bytes + line)) };
             }
         }
     }
@@ -339,12 +401,8 @@ unsafe fn scores_tile<V: Lanes, const G: usize, const U: usize, R: Rows>(
         };
         let mut h = 0;
         while h + 4 <= G {
-            let mut four = [0.0f32; 4];
-            // SAFETY: the caller's level; `four` holds 4 floats.
-            unsafe {
-                let v = V::sum4([sums[h], sums[h + 1], sums[h + 2], sums[h + 3]]);
-                _mm_storeu_ps(four.as_mut_ptr(), v);
-            }
+            // SAFETY: the caller's level.
+            let four = unsafe { V::sum4([sums[h], sums[h + 1], sums[h + 2], sums[h + 3]]) };
             for (i, &x) in four.iter().enumerate() {
                 scores[(h + i) * stride + first + r] = x;
             }

@@ -40,6 +40,12 @@ pub fn rows_into(run: KvRun<'_>, scale: f32, out: &mut [f32]) {
 
 /// bf16 bit patterns to f32 (exact).
 pub fn bf16_to_f32(src: &[u16], out: &mut [f32]) {
+    #[cfg(target_arch = "aarch64")]
+    if !matches!(edge_core::simd::token(), edge_core::simd::Token::Portable) {
+        let n = src.len().min(out.len());
+        neon::bf16(&src[..n], &mut out[..n]);
+        return;
+    }
     super::simd::dispatch!(bf16_portable, (src: &[u16], out: &mut [f32]) {
         for (o, &b) in out.iter_mut().zip(src) {
             *o = f32::from_bits(u32::from(b) << 16);
@@ -65,7 +71,96 @@ pub fn fp8_to_f32(src: &[u8], scale: f32, out: &mut [f32]) {
         }
         edge_core::simd::Token::Portable => {}
     }
+    // One NEON kernel at every Arm level (dotprod and i8mm do nothing for it).
+    #[cfg(target_arch = "aarch64")]
+    if !matches!(edge_core::simd::token(), edge_core::simd::Token::Portable) {
+        neon::fp8(&src[..n], scale, &mut out[..n]);
+        return;
+    }
     decode_run(KvRun::Fp8(&src[..n]), scale, &mut out[..n]);
+}
+
+/// The NEON conversions, and the f16 → f32 widening the decode-attention kernel shares.
+///
+/// NEON is baseline on aarch64, and so is `fcvtl` (half to single), but its intrinsics
+/// (`vcvt_f32_f16`, `vcvt_high_f32_f16`) take `float16x4_t`/`float16x8_t`, which need
+/// the unstable `f16` type in Rust 1.95: the two widenings are one instruction of
+/// inline assembly each, on the f16 bits in an `int16x8_t`.
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon {
+    use core::arch::aarch64::*;
+    use core::arch::asm;
+    use edge_kvcache::memory::{KvRun, decode_run};
+
+    /// The low four f16 lanes of `h` (bit patterns) as f32 (`fcvtl`).
+    #[inline(always)]
+    pub(crate) fn f16_low_to_f32(h: int16x8_t) -> float32x4_t {
+        let x: float32x4_t;
+        // SAFETY: `fcvtl` is baseline aarch64 Advanced SIMD and touches only the two
+        // registers.
+        unsafe {
+            asm!("fcvtl {0:v}.4s, {1:v}.4h", out(vreg) x, in(vreg) h,
+                 options(pure, nomem, nostack, preserves_flags));
+        }
+        x
+    }
+
+    /// The high four f16 lanes of `h` (bit patterns) as f32 (`fcvtl2`).
+    #[inline(always)]
+    pub(crate) fn f16_high_to_f32(h: int16x8_t) -> float32x4_t {
+        let x: float32x4_t;
+        // SAFETY: as for `f16_low_to_f32`.
+        unsafe {
+            asm!("fcvtl2 {0:v}.4s, {1:v}.8h", out(vreg) x, in(vreg) h,
+                 options(pure, nomem, nostack, preserves_flags));
+        }
+        x
+    }
+
+    /// [`super::bf16_to_f32`], 8 values a step (`ushll`, `ushll2`); `out` as long as
+    /// `src`.
+    pub fn bf16(src: &[u16], out: &mut [f32]) {
+        let full = src.len() / 8 * 8;
+        for i in (0..full).step_by(8) {
+            // SAFETY: NEON; `i + 8 <= full <= src.len()` and `out` is as long as `src`.
+            unsafe {
+                let h = vld1q_u16(src.as_ptr().add(i));
+                let o = out.as_mut_ptr().add(i);
+                vst1q_f32(o, vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(h))));
+                vst1q_f32(o.add(4), vreinterpretq_f32_u32(vshll_high_n_u16::<16>(h)));
+            }
+        }
+        for (o, &b) in out[full..].iter_mut().zip(&src[full..]) {
+            *o = f32::from_bits(u32::from(b) << 16);
+        }
+    }
+
+    /// [`super::fp8_to_f32`], 8 codes a step; `out` as long as `src`.
+    pub fn fp8(src: &[u8], scale: f32, out: &mut [f32]) {
+        let full = src.len() / 8 * 8;
+        // SAFETY: NEON is baseline on aarch64.
+        let (mul, nan) = unsafe { (vdupq_n_f32(256.0 * scale), vdupq_n_f32(f32::NAN)) };
+        for i in (0..full).step_by(8) {
+            // SAFETY: NEON; `i + 8 <= full <= src.len()` and `out` is as long as `src`.
+            unsafe {
+                // Sign-extended and shifted left by 7: the sign in bit 15 (its copy in
+                // bit 14 masked off), exponent and mantissa in f16 position.
+                let w = vmovl_s8(vld1_s8(src.as_ptr().add(i).cast()));
+                let h = vandq_s16(vshlq_n_s16::<7>(w), vdupq_n_s16(!0x4000));
+                // Codes 0x7F and 0xFF (NaN): magnitude `0x7F << 7`.
+                let mag = vandq_s16(h, vdupq_n_s16(0x7fff));
+                let is_nan = vreinterpretq_s16_u16(vceqq_s16(mag, vdupq_n_s16(0x3f80)));
+                let lo_nan = vreinterpretq_u32_s32(vmovl_s16(vget_low_s16(is_nan)));
+                let hi_nan = vreinterpretq_u32_s32(vmovl_high_s16(is_nan));
+                let lo = vmulq_f32(f16_low_to_f32(h), mul);
+                let hi = vmulq_f32(f16_high_to_f32(h), mul);
+                let o = out.as_mut_ptr().add(i);
+                vst1q_f32(o, vbslq_f32(lo_nan, nan, lo));
+                vst1q_f32(o.add(4), vbslq_f32(hi_nan, nan, hi));
+            }
+        }
+        decode_run(KvRun::Fp8(&src[full..]), scale, &mut out[full..]);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -123,34 +218,69 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use edge_core::simd::{SimdLevel, with_level};
+
+    /// Every level this CPU runs, the portable one included.
+    fn levels() -> impl Iterator<Item = SimdLevel> {
+        SimdLevel::ALL.into_iter().filter(|l| l.is_available())
+    }
 
     #[test]
     fn every_fp8_code_decodes_as_the_table_does() {
         let codes: Vec<u8> = (0..=255u8).chain(0..=255u8).chain(7..30).collect();
-        for scale in [1.0f32, 0.0123, 3.7e-3, 17.0] {
-            let mut fast = vec![0.0; codes.len()];
-            fp8_to_f32(&codes, scale, &mut fast);
-            let mut table = vec![0.0; codes.len()];
-            decode_run(KvRun::Fp8(&codes), scale, &mut table);
-            for (i, (a, b)) in fast.iter().zip(&table).enumerate() {
-                assert!(
-                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
-                    "code {:#x}, scale {scale}: {a} vs {b}",
-                    codes[i]
-                );
-            }
+        for level in levels() {
+            with_level(level, || {
+                for scale in [1.0f32, 0.0123, 3.7e-3, 17.0, 1e-30] {
+                    // Every length to 40 (the tails of 8- and 16-code steps) and all.
+                    for n in (0..40).chain([codes.len()]) {
+                        let codes = &codes[codes.len() - n..];
+                        let mut fast = vec![0.0; n];
+                        fp8_to_f32(codes, scale, &mut fast);
+                        let mut table = vec![0.0; n];
+                        decode_run(KvRun::Fp8(codes), scale, &mut table);
+                        for (i, (a, b)) in fast.iter().zip(&table).enumerate() {
+                            assert!(
+                                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                                "{level}: code {:#x}, scale {scale}: {a} vs {b}",
+                                codes[i]
+                            );
+                        }
+                    }
+                }
+            })
+            .unwrap();
         }
     }
 
     #[test]
     fn bf16_rows_widen_exactly() {
-        let src: Vec<u16> = (0..37)
+        let mut src: Vec<u16> = (0..37)
             .map(|i| half::bf16::from_f32(i as f32 * -1.7).to_bits())
             .collect();
-        let mut out = vec![0.0; src.len()];
-        bf16_to_f32(&src, &mut out);
-        for (o, &b) in out.iter().zip(&src) {
-            assert_eq!(*o, half::bf16::from_bits(b).to_f32());
+        // NaNs (quiet, signalling, negative), infinities, zeros, subnormals, the
+        // largest and the smallest normal, each sign.
+        src.extend([
+            0x7fc0u16, 0x7f81, 0xffc1, 0x7f80, 0xff80, 0x0000, 0x8000, 0x0001, 0x807f, 0x7f7f,
+            0xff7f, 0x0080, 0x8080,
+        ]);
+        for level in levels() {
+            with_level(level, || {
+                for n in (0..20).chain([src.len()]) {
+                    let src = &src[src.len() - n..];
+                    let mut out = vec![0.0; n];
+                    bf16_to_f32(src, &mut out);
+                    let mut table = vec![0.0; n];
+                    decode_run(KvRun::Bf16(src), 1.0, &mut table);
+                    for ((o, t), &b) in out.iter().zip(&table).zip(src) {
+                        assert_eq!(o.to_bits(), u32::from(b) << 16, "{level}: {b:#x}");
+                        assert!(
+                            o.to_bits() == t.to_bits() || (o.is_nan() && t.is_nan()),
+                            "{level}: {b:#x}: {o} vs table {t}"
+                        );
+                    }
+                }
+            })
+            .unwrap();
         }
     }
 }

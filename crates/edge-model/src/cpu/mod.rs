@@ -4,8 +4,8 @@
 mod attention;
 mod attention_paged;
 pub(crate) mod conv;
-#[cfg(target_arch = "x86_64")]
-mod decode_attention_x86;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod decode_attention;
 pub(crate) mod delta_rule;
 pub(crate) mod delta_tree;
 mod gdn;

@@ -1,11 +1,19 @@
-//! The vectors the decode-attention kernel is written over: [`F32x16`] (AVX-512) and
-//! [`F32x8`] (AVX2 + FMA + F16C), with the three page formats read into f32 lanes.
+//! The x86 vectors the decode-attention kernel is written over: [`F32x16`] (AVX-512)
+//! and [`F32x8`] (AVX2 + FMA + F16C), with the three page formats read into f32 lanes.
 //!
 //! Every method is compiled with its level's features and needs them at run time,
 //! hence `unsafe`; the kernel calls them only from functions compiled with the same
 //! features, where they inline.
 
+use super::Lanes;
 use core::arch::x86_64::*;
+
+/// Prefetches the cache line of `p` into L1 (a hint: it never faults, whatever `p`).
+#[inline(always)]
+pub(super) fn prefetch(p: *const u8) {
+    // SAFETY: SSE is baseline on x86-64; a prefetch reads and writes nothing.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) }
+}
 
 /// The FP8 E4M3 → f16 trick, on 16-bit lanes holding the sign-extended codes:
 /// sign-extending the byte puts the sign in bit 15 (and a copy in bit 14, cleared by
@@ -13,40 +21,6 @@ use core::arch::x86_64::*;
 /// the f16 is the E4M3 value times 2⁻⁸. Code 0x7F (NaN in E4M3) reads as a number: the
 /// kernel is not used on pages that ever held a NaN.
 const FP8_MASK: i16 = !0x4000;
-
-/// A vector of f32 lanes at one SIMD level.
-///
-/// # Safety
-/// Every method needs its level's CPU features. A pointer argument must have
-/// [`Lanes::LANES`] values readable (or writable) from it.
-pub(super) trait Lanes: Copy {
-    /// f32 values per vector.
-    const LANES: usize;
-    /// Vector registers of the level (the kernel's tiles are sized to fit them).
-    const REGISTERS: usize;
-
-    /// All lanes 0.
-    unsafe fn zero() -> Self;
-    /// All lanes `x`.
-    unsafe fn splat(x: f32) -> Self;
-    /// f32 values.
-    unsafe fn load(p: *const f32) -> Self;
-    /// bf16 values, widened.
-    unsafe fn load_bf16(p: *const u16) -> Self;
-    /// FP8 E4M3 codes, as the E4M3 value times 2⁻⁸.
-    unsafe fn load_fp8(p: *const u8) -> Self;
-    /// Writes the lanes to `p`.
-    unsafe fn store(self, p: *mut f32);
-    /// `self · b + c`, fused.
-    unsafe fn fma(self, b: Self, c: Self) -> Self;
-    /// `self + b`.
-    unsafe fn add(self, b: Self) -> Self;
-    /// The sum of the lanes.
-    unsafe fn sum(self) -> f32;
-    /// The lane sums of four vectors, `[Σv₀, Σv₁, Σv₂, Σv₃]` (four separate
-    /// horizontal sums take two to three times the instructions).
-    unsafe fn sum4(v: [Self; 4]) -> __m128;
-}
 
 /// 16 lanes, AVX-512.
 #[derive(Clone, Copy)]
@@ -126,7 +100,7 @@ impl Lanes for F32x16 {
     /// 13 instructions.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-    unsafe fn sum4(v: [Self; 4]) -> __m128 {
+    unsafe fn sum4(v: [Self; 4]) -> [f32; 4] {
         let [a, b, c, d] = v.map(|x| x.0);
         // Per 128-bit lane: [a₀+a₂, b₀+b₂, a₁+a₃, b₁+b₃], then for c, d.
         let ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
@@ -138,7 +112,10 @@ impl Lanes for F32x16 {
         let u = _mm512_add_ps(lo, hi);
         let high = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(u)));
         let u = _mm256_add_ps(_mm512_castps512_ps256(u), high);
-        _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps::<1>(u))
+        to_array(_mm_add_ps(
+            _mm256_castps256_ps128(u),
+            _mm256_extractf128_ps::<1>(u),
+        ))
     }
 }
 
@@ -217,7 +194,7 @@ impl Lanes for F32x8 {
     /// 9 instructions.
     #[inline]
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn sum4(v: [Self; 4]) -> __m128 {
+    unsafe fn sum4(v: [Self; 4]) -> [f32; 4] {
         let [a, b, c, d] = v.map(|x| x.0);
         // Per 128-bit lane: [a₀+a₂, b₀+b₂, a₁+a₃, b₁+b₃], then for c, d.
         let ab = _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
@@ -227,6 +204,18 @@ impl Lanes for F32x8 {
         let lo = _mm256_castpd_ps(_mm256_unpacklo_pd(ab, cd));
         let hi = _mm256_castpd_ps(_mm256_unpackhi_pd(ab, cd));
         let u = _mm256_add_ps(lo, hi);
-        _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps::<1>(u))
+        to_array(_mm_add_ps(
+            _mm256_castps256_ps128(u),
+            _mm256_extractf128_ps::<1>(u),
+        ))
     }
+}
+
+/// The four lanes of `v`.
+#[inline(always)]
+fn to_array(v: __m128) -> [f32; 4] {
+    let mut four = [0.0f32; 4];
+    // SAFETY: SSE is baseline on x86-64; `four` holds 4 floats.
+    unsafe { _mm_storeu_ps(four.as_mut_ptr(), v) };
+    four
 }
