@@ -59,9 +59,11 @@ fn run_rows(
         #[cfg(target_arch = "x86_64")]
         Token::Avx512(isa) => run(isa, layers, x, tokens, outs),
         #[cfg(target_arch = "aarch64")]
-        Token::Neon | Token::NeonDotprod(_) | Token::NeonI8mm(_) => {
-            run(super::aarch64::Neon, layers, x, tokens, outs)
-        }
+        Token::Neon => run(super::aarch64::Neon, layers, x, tokens, outs),
+        #[cfg(target_arch = "aarch64")]
+        Token::NeonDotprod(isa) => run(isa, layers, x, tokens, outs),
+        #[cfg(target_arch = "aarch64")]
+        Token::NeonI8mm(isa) => run(isa, layers, x, tokens, outs),
     }
 }
 

@@ -51,16 +51,17 @@ pub(crate) fn segments(n_in: usize) -> impl Iterator<Item = (usize, usize)> {
 
 /// An element order within fixed-size chunks of a row. Position `p` of a permuted
 /// chunk holds element [`Perm::source`]`(p)` of the natural chunk; a row's trailing
-/// partial chunk stays in natural order. Only the x86 kernels read permuted orders (the
-/// aarch64 and portable ones take natural order), so the other orders are compiled
-/// there and in the tests, which check [`Perm::apply`] on every host.
+/// partial chunk stays in natural order. The portable and NEON kernels take natural
+/// order, the aarch64 integer kernels `EvenOdd(32)`, the x86 ones the others; each
+/// order is compiled where a kernel reads it and in the tests, which check
+/// [`Perm::apply`] on every host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Perm {
     /// Natural order.
     Natural,
     /// Chunks of `n` elements: the even elements first, then the odd ones (the low and
     /// high nibbles of `n/2` packed bytes).
-    #[cfg(any(target_arch = "x86_64", test))]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
     EvenOdd(usize),
     /// Chunks of 128: position `16j + i` holds element `8i + j` (nibble `j` of the
     /// `i`-th 32-bit word of 64 packed bytes).
@@ -77,7 +78,7 @@ impl Perm {
     pub(crate) fn chunk(self) -> usize {
         match self {
             Perm::Natural => 1,
-            #[cfg(any(target_arch = "x86_64", test))]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
             Perm::EvenOdd(n) => n,
             #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble16x8 | Perm::Nibble32x4 => 128,
@@ -91,9 +92,9 @@ impl Perm {
     pub(crate) fn source(self, p: usize) -> usize {
         match self {
             Perm::Natural => p,
-            #[cfg(any(target_arch = "x86_64", test))]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
             Perm::EvenOdd(n) if p < n / 2 => 2 * p,
-            #[cfg(any(target_arch = "x86_64", test))]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
             Perm::EvenOdd(n) => 2 * (p - n / 2) + 1,
             #[cfg(any(target_arch = "x86_64", test))]
             Perm::Nibble16x8 => 8 * (p % 16) + p / 16,
@@ -106,12 +107,12 @@ impl Perm {
     pub(crate) fn apply<T: Copy>(self, src: &[T], dst: &mut [T]) {
         let c = self.chunk();
         let full = src.len() / c * c;
-        #[cfg(any(target_arch = "x86_64", test))]
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
         let chunks = src[..full].chunks_exact(c).zip(dst.chunks_exact_mut(c));
         // One loop per order, so the index arithmetic is constant-folded.
         match self {
             Perm::Natural => dst[..full].copy_from_slice(&src[..full]),
-            #[cfg(any(target_arch = "x86_64", test))]
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", test))]
             Perm::EvenOdd(n) => {
                 for (s, d) in chunks {
                     let (even, odd) = d.split_at_mut(n / 2);

@@ -199,7 +199,15 @@ fn every_isa_decodes_like_the_portable_kernels() {
         }
     }
     #[cfg(target_arch = "aarch64")]
-    check_isa(aarch64::Neon);
+    {
+        check_isa(aarch64::Neon);
+        if let Some(isa) = edge_core::simd::Dotprod::detect() {
+            check_isa(isa);
+        }
+        if let Some(isa) = edge_core::simd::I8mm::detect() {
+            check_isa(isa);
+        }
+    }
 }
 
 #[test]

@@ -1,15 +1,31 @@
-//! aarch64 Advanced SIMD (NEON) kernels, for Jetson-class CPUs. NEON is part of the
-//! aarch64 baseline, so no run-time detection is needed.
+//! aarch64 kernels, for Jetson-class and server Arm CPUs: one [`Isa`] per level of
+//! [`edge_core::simd`].
 //!
-//! - f32 dots: `vfmaq_f32` with four accumulators per token.
-//! - bf16: widen each 16-bit lane and shift it into the high half of an f32.
-//! - NVFP4 (W4A16) in natural order: `vqtbl1q_s8` maps low and high nibbles to twice
-//!   the E2M1 value, `vzip1q/vzip2q` restore element order, then widen to f32 and
-//!   multiply by half the block scale.
-//! - FP8 and W4A4 use the portable kernels, which the compiler vectorizes for NEON.
+//! - [`Neon`] (`SimdLevel::Neon`, the aarch64 baseline, so no run-time detection):
+//!   - f32 dots: `vfmaq_f32` with four accumulators per token.
+//!   - bf16: widen each 16-bit lane and shift it into the high half of an f32.
+//!   - NVFP4 (W4A16) in natural order: `vqtbl1q_s8` maps low and high nibbles to twice
+//!     the E2M1 value, `vzip1q/vzip2q` restore element order, then widen to f32 and
+//!     multiply by half the block scale.
+//!   - FP8 and W4A4/W4A8 use the portable kernels, which the compiler vectorizes.
+//! - `Dotprod` (`SimdLevel::NeonDotprod`): the NEON kernels, and W4A4/W4A8 rows with
+//!   `sdot` ([`dotprod`]).
+//! - `I8mm` (`SimdLevel::NeonI8mm`): the same, W4A4/W4A8 rows of two or more tokens
+//!   with `smmla` ([`i8mm`]).
 //!
-//! Every intrinsic use sits in an `unsafe` block that also performs a raw load or store,
-//! so the code compiles whether or not a given intrinsic is declared `unsafe`.
+//! Stable Rust does not expose the `sdot` and `smmla` intrinsics, so those
+//! instructions are inline assembly inside `#[target_feature]` functions ([`int`]);
+//! the level's proof token is what makes calling them sound.
+//!
+//! Every intrinsic use in the [`Neon`] kernels sits in an `unsafe` block that also
+//! performs a raw load or store, so the code compiles whether or not a given intrinsic
+//! is declared `unsafe`.
+
+mod dotprod;
+mod i8mm;
+mod int;
+#[cfg(test)]
+mod tests;
 
 use super::{Isa, Perm, portable};
 use crate::formats::e2m1;
@@ -139,3 +155,26 @@ impl Isa for Neon {
         portable::Portable.dot_a4(wq, wsc, qa, sfa, negcorr, stride, gstride, acc);
     }
 }
+
+/// The [`Isa`] methods the dotprod and i8mm levels share with [`Neon`] (f32 dots and
+/// the weight decoders): forwarded to it.
+macro_rules! neon_methods {
+    () => {
+        fn dot(self, w: &[f32], xs: &[f32], stride: usize, acc: &mut [f32]) {
+            super::Neon.dot(w, xs, stride, acc);
+        }
+
+        fn decode_bf16(self, src: &[u8], dst: &mut [f32]) {
+            super::Neon.decode_bf16(src, dst);
+        }
+
+        fn decode_fp8(self, src: &[u8], dst: &mut [f32]) {
+            super::Neon.decode_fp8(src, dst);
+        }
+
+        fn decode_nvfp4(self, codes: &[u8], scales: &[u8], dst: &mut [f32]) {
+            super::Neon.decode_nvfp4(codes, scales, dst);
+        }
+    };
+}
+use neon_methods;
