@@ -11,6 +11,11 @@
 //! of batching `t` decode streams.
 //!
 //! `cargo bench -p edge-benches --bench w4a8_tokens [-- FILTER]`
+//!
+//! On a shared machine, `W4A8_CPU_TIME=1 RAYON_NUM_THREADS=1 cargo bench …` times
+//! the process's CPU time instead of the wall clock (one thread: no spinning partner),
+//! which other processes' load leaves nearly alone: the single-core rate of the kernels,
+//! for A/B comparisons between builds.
 
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
@@ -18,13 +23,40 @@ use criterion::{
 use edge_benches::{BenchFormat, WORKING_SET_BYTES, make_layers, values};
 use edge_core::simd::{SimdLevel, with_level};
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// `clock_gettime(CLOCK_PROCESS_CPUTIME_ID)` (the C library's, linked by std anyway).
+fn process_cpu_time() -> Duration {
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
+    }
+    const CLOCK_PROCESS_CPUTIME_ID: i32 = 2;
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    Duration::new(ts.sec as u64, ts.nsec as u32)
+}
 
 /// `[out, in]` of the benchmark model's gate/up and down projections.
 const SHAPES: [(usize, usize); 2] = [(3584, 1024), (1024, 3584)];
 
 fn w4a8_tokens(c: &mut Criterion) {
-    eprintln!("rayon threads: {}", rayon::current_num_threads());
+    let cpu_time = std::env::var_os("W4A8_CPU_TIME").is_some_and(|v| v == "1");
+    eprintln!(
+        "rayon threads: {}, timing {}",
+        rayon::current_num_threads(),
+        if cpu_time {
+            "process CPU time"
+        } else {
+            "wall clock"
+        }
+    );
     let levels: Vec<SimdLevel> = [SimdLevel::Avx512, SimdLevel::Avx2]
         .into_iter()
         .filter(|l| l.is_available())
@@ -46,11 +78,16 @@ fn w4a8_tokens(c: &mut Criterion) {
                     let id = BenchmarkId::new(format!("{level}-{place}"), tokens);
                     g.bench_function(id, |b| {
                         with_level(level, || {
-                            let mut i = 0;
-                            b.iter(|| {
-                                let layer = &layers[i % layers.len()];
-                                i += 1;
-                                layer.forward(black_box(&x), tokens, &mut y).unwrap();
+                            b.iter_custom(|iters| {
+                                let (wall, cpu) = (Instant::now(), process_cpu_time());
+                                for i in 0..iters as usize {
+                                    let layer = &layers[i % layers.len()];
+                                    layer.forward(black_box(&x), tokens, &mut y).unwrap();
+                                }
+                                match cpu_time {
+                                    true => process_cpu_time() - cpu,
+                                    false => wall.elapsed(),
+                                }
                             })
                         })
                         .unwrap()

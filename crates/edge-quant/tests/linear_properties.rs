@@ -264,6 +264,11 @@ fn decode_shapes_spot_check() {
         // 2 to 4 tokens of whole 256-input steps: rows in pairs meeting every token in
         // registers, and a lone last row; W4A4 activations through the same kernel.
         check_case(Format::Nvfp4W4a4, tokens, 17, 768, 23);
+        // Non-negative checkpoint scales keep every row in the register kernels (a
+        // negative scale sends its rows to the segment loop), with every fifth row's
+        // scales arbitrary.
+        check_case(Format::Nvfp4W4a8Checkpoint, tokens, 37, 1024, 22);
+        check_case(Format::Nvfp4W4a8Checkpoint, tokens, 6, 3584, 24);
     }
     // The integer prompt GEMM: ragged 4-token tiles, row blocks of 32 with an odd
     // remainder (2-row tiles and a lone row), several segments and tails.

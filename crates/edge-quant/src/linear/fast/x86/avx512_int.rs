@@ -1,27 +1,81 @@
-//! AVX-512 integer (W4A4 / W4A8) rows for decode steps: one token's rows (or up to four
-//! tokens', a batch of decode steps) with the NVFP4 weights decoded in registers,
+//! AVX-512 integer (W4A4 / W4A8) rows for decode steps: one token's rows, or up to four
+//! tokens' (a batch of decode steps), with the NVFP4 weights decoded in registers,
 //! without the decoded-segment buffer of [`a4_rows_by_segments`].
 //!
-//! Per 128 inputs the nibbles become offset doubled bytes (`2·E2M1 + 12`, one
-//! `vpshufb` per 64) in the `EvenOdd(128)` order of the activations, two `vpdpbusd`
-//! seeded with the offset correction give each 8-input group's exact sum in its own
-//! lane, and one multiply, conversion and FMA apply both scales: the same arithmetic
-//! as `decode_w4` followed by `dot_a4`, without storing and reloading the decoded
-//! weights. At decode the weights stream from DRAM once per token, so this is the
-//! kernel that has to keep up with the memory bus.
+//! Per 256-input step (one int8 activation chunk, sixteen 16-input weight blocks) and
+//! row: two `vpermt2d` gather the code bytes so that 32-bit lane `l` of each vector
+//! holds block `l` (its first, then its second 8 inputs), the nibbles become offset
+//! doubled bytes (`2·E2M1 + 12`, one `vpshufb` per 64), and the block scales are
+//! widened from E4M3 through f16 in one vector. Per token, four `vpdpbusd` seeded with
+//! the offset correction leave each block's exact sum in its own lane, and one
+//! conversion, multiply and FMA apply both scales: 7 operations per 256 inputs and
+//! token, where one lane per 8-input group took 10 (and a pair of duplicated-scale
+//! permutes per row). The token's activations are packed once per forward pass in the
+//! lanes' order ([`pack_tokens`]). At decode the weights stream from DRAM once per pass
+//! for every token, so this is the kernel that has to keep up with the memory bus.
 
 use super::super::{A4Act, a4_rows_by_segments};
 use super::Avx512;
-use super::avx2::{SPREAD_ROWS, spread_rows};
-use super::avx512::{decode_scales, prefetch};
+use super::avx512::prefetch;
 use crate::linear::fast::portable::OFFSET_DOUBLED;
 use core::arch::x86_64::*;
 
-/// Inputs per step: 16 block scales, two 128-input halves.
+/// Inputs per step: 16 block scales, one int8 activation chunk.
 const STEP: usize = 256;
+/// Most tokens [`a4_rows`] takes in registers (the W4A8 GEMM takes over from 5).
+pub(super) const MAX_TOKENS: usize = 4;
+/// 32-bit words of one token's packed step: four 64-byte activation vectors, then the
+/// 16 block corrections (`i32`) and the 16 block scales (`f32` bits).
+const STEP_WORDS: usize = 6 * 16;
+/// Input offsets, within a block, of the four bytes of a lane in each of a step's four
+/// weight vectors (then `+2`, `+4`, `+6`): the low and high nibbles of the block's first
+/// four code bytes, then of its last four.
+const LANE_INPUTS: [usize; 4] = [0, 1, 8, 9];
 
-/// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]): one token with rows of
-/// whole 256-input steps in registers, anything else through the segment loop.
+/// Words of [`pack_tokens`]'s layout.
+fn packed_words(n_in: usize, tokens: usize) -> usize {
+    tokens * n_in / STEP * STEP_WORDS
+}
+
+/// Whether [`a4_rows`] runs its register kernels for this shape.
+fn in_registers(n_in: usize, tokens: usize) -> bool {
+    n_in.is_multiple_of(STEP) && n_in > 0 && (1..=MAX_TOKENS).contains(&tokens)
+}
+
+/// The activations of 1 to [`MAX_TOKENS`] tokens packed for [`rows_dot`] (empty where
+/// the register kernels do not run): per token and step, byte `4l + e` of vector `k`
+/// holds input `16l + LANE_INPUTS[k] + 2e`, then block `l`'s correction `−12·Σq` and
+/// its activation scale (both groups of a block share it in every activation mode).
+pub(super) fn pack_tokens(act: &A4Act, n_in: usize, tokens: usize) -> Vec<u32> {
+    if !in_registers(n_in, tokens) {
+        return Vec::new();
+    }
+    let (steps, groups) = (n_in / STEP, n_in / 8);
+    let mut packed = vec![0u32; packed_words(n_in, tokens)];
+    for (i, words) in packed.chunks_exact_mut(STEP_WORDS).enumerate() {
+        let (t, s) = (i / steps, i % steps);
+        let nat = &act.natural[t * n_in + STEP * s..][..STEP];
+        let (vectors, rest) = words.split_at_mut(64);
+        for (w, word) in vectors.iter_mut().enumerate() {
+            let (k, l) = (w / 16, w % 16);
+            let at = 16 * l + LANE_INPUTS[k];
+            let b = core::array::from_fn(|e| nat[at + 2 * e] as u8);
+            *word = u32::from_le_bytes(b);
+        }
+        let g0 = t * groups + 32 * s;
+        let (corr, scale) = rest.split_at_mut(16);
+        for (l, (c, sa)) in corr.iter_mut().zip(scale).enumerate() {
+            let g = g0 + 2 * l;
+            *c = (act.negcorr[g] + act.negcorr[g + 1]) as u32;
+            *sa = act.sfa[g].to_bits();
+        }
+    }
+    packed
+}
+
+/// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]): up to [`MAX_TOKENS`]
+/// tokens over rows of whole steps in registers ([`rows_dot`]), anything else (and rows
+/// with a negative or NaN block scale) through the segment loop.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(super) fn a4_rows(
     isa: Avx512,
@@ -32,137 +86,153 @@ pub(super) fn a4_rows(
     tokens: usize,
     out: &mut [f32],
 ) {
-    if !n_in.is_multiple_of(STEP) || tokens > MAX_TOKENS {
+    if !in_registers(n_in, tokens) || act.packed.len() != packed_words(n_in, tokens) {
         return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
     }
-    if tokens > 1 {
-        return a4_rows_tokens(codes, scales, n_in, act, tokens, out);
-    }
-    let (cb, sb) = (n_in / 2, n_in / 16);
-    let (qa, sfa, negcorr) = (
-        &act.qa[..n_in],
-        &act.sfa[..n_in / 8],
-        &act.negcorr[..n_in / 8],
-    );
-    // Rows in SPREAD_ROWS runs read in lockstep, as on AVX2: each run is a sequential
-    // stream of codes and of scales (several keep more DRAM requests in flight than
-    // one), and each activation load serves SPREAD_ROWS rows.
-    let (passes, rest) = spread_rows(out.len());
-    for pass in passes {
-        let (mut c, mut s) = ([&codes[..0]; SPREAD_ROWS], [&scales[..0]; SPREAD_ROWS]);
-        for ((c, s), &r) in c.iter_mut().zip(&mut s).zip(&pass) {
-            (*c, *s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
-        }
-        for (&r, y) in pass.iter().zip(rows_dot(c, s, qa, sfa, negcorr)) {
-            out[r] = y;
-        }
-    }
-    for r in rest {
-        let (c, s) = (&codes[r * cb..][..cb], &scales[r * sb..][..sb]);
-        [out[r]] = rows_dot([c], [s], qa, sfa, negcorr);
-    }
-}
-
-/// Most tokens [`a4_rows_tokens`] takes (the W4A8 GEMM takes over from 5).
-const MAX_TOKENS: usize = 4;
-
-/// A few tokens (a batch of decode steps, a short verification): each pair of rows'
-/// codes is decoded in registers once and meets every token there, so the weights
-/// stream once for all of them. `out` is `[rows, tokens]`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn a4_rows_tokens(
-    codes: &[u8],
-    scales: &[u8],
-    n_in: usize,
-    act: &A4Act,
-    tokens: usize,
-    out: &mut [f32],
-) {
-    let (cb, sb) = (n_in / 2, n_in / 16);
-    let rows = out.len() / tokens;
-    macro_rules! by_tokens {
-        ($t:literal) => {{
-            let mut r = 0;
-            while r + 2 <= rows {
-                let c = [&codes[r * cb..][..cb], &codes[(r + 1) * cb..][..cb]];
-                let s = [&scales[r * sb..][..sb], &scales[(r + 1) * sb..][..sb]];
-                let y = rows_dot_tokens::<2, $t>(c, s, act, n_in);
-                out[r * $t..][..$t].copy_from_slice(&y[0]);
-                out[(r + 1) * $t..][..$t].copy_from_slice(&y[1]);
-                r += 2;
-            }
-            if r < rows {
-                let c = [&codes[r * cb..][..cb]];
-                let s = [&scales[r * sb..][..sb]];
-                let y = rows_dot_tokens::<1, $t>(c, s, act, n_in);
-                out[r * $t..][..$t].copy_from_slice(&y[0]);
-            }
-        }};
-    }
+    let rows = Rows {
+        isa,
+        codes,
+        scales,
+        n_in,
+        act,
+    };
+    // One token: four rows per pass, one from each quarter of the task (each a long
+    // sequential stream, four DRAM streams in flight). More: two rows per pass, so
+    // that the accumulators of every row and token stay in registers.
     match tokens {
-        2 => by_tokens!(2),
-        3 => by_tokens!(3),
-        _ => by_tokens!(4),
+        1 => rows.run::<4, 1>(out),
+        2 => rows.run::<2, 2>(out),
+        3 => rows.run::<2, 3>(out),
+        _ => rows.run::<2, 4>(out),
     }
 }
 
-/// `N` rows' dot products with each of `T` tokens (token `t`'s activations start at
-/// `t · n_in`, its group scales and corrections at `t · n_in / 8`); the same
-/// arithmetic as [`rows_dot`], one accumulator per row and token.
-// The indices `h`, `r` and `t` drive pointer offsets into several arrays at once.
-#[allow(clippy::needless_range_loop)]
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn rows_dot_tokens<const N: usize, const T: usize>(
-    codes: [&[u8]; N],
-    scales: [&[u8]; N],
-    act: &A4Act,
+/// A task's rows and the pass's activations.
+struct Rows<'a> {
+    isa: Avx512,
+    codes: &'a [u8],
+    scales: &'a [u8],
     n_in: usize,
-) -> [[f32; T]; N] {
-    let steps = n_in / STEP;
-    let groups = n_in / 8;
-    assert!(codes.iter().all(|c| c.len() == STEP / 2 * steps));
-    assert!(scales.iter().all(|s| s.len() == 16 * steps));
-    assert!(act.qa.len() >= T * n_in && act.sfa.len() >= T * groups);
-    assert!(act.negcorr.len() >= T * groups);
-    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
-    let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
-    let low = _mm512_set1_epi8(0x0f);
-    let mut sums = [[_mm512_setzero_ps(); T]; N];
-    for s in 0..steps {
-        let mut wsc = [[_mm512_setzero_ps(); 2]; N];
-        for (w, &sc) in wsc.iter_mut().zip(&scales) {
-            *w = group_scales(&sc[16 * s..][..16]);
+    act: &'a A4Act,
+}
+
+impl Rows<'_> {
+    /// All rows, `N` per pass taken one from each of `N` equal parts of the rows, the
+    /// rows past `N` equal parts one by one; `out` is `[rows, T]`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    fn run<const N: usize, const T: usize>(&self, out: &mut [f32]) {
+        let rows = out.len() / T;
+        let part = rows / N;
+        for i in 0..part {
+            self.pass::<N, T>(core::array::from_fn(|k| k * part + i), out);
         }
-        for h in 0..2 {
-            let (c, g) = (2 * s + h, 32 * s + 16 * h);
-            let mut lo = [_mm512_setzero_si512(); N];
-            let mut hi = [_mm512_setzero_si512(); N];
-            for r in 0..N {
-                // SAFETY: half c reads codes [64c, 64c + 64) of the row (asserted).
-                let v = unsafe { _mm512_loadu_si512(codes[r].as_ptr().add(64 * c).cast()) };
-                lo[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
-                hi[r] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+        for r in N * part..rows {
+            self.pass::<1, T>([r], out);
+        }
+    }
+
+    /// Rows `rs` for all `T` tokens into `out` (`[rows, T]`).
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    fn pass<const N: usize, const T: usize>(&self, rs: [usize; N], out: &mut [f32]) {
+        let (cb, sb) = (self.n_in / 2, self.n_in / 16);
+        let c = rs.map(|r| &self.codes[r * cb..][..cb]);
+        let s = rs.map(|r| &self.scales[r * sb..][..sb]);
+        match rows_dot::<N, T>(c, s, &self.act.packed) {
+            Some(y) => {
+                for (&r, y) in rs.iter().zip(y) {
+                    out[r * T..][..T].copy_from_slice(&y);
+                }
             }
-            for t in 0..T {
-                // SAFETY: token t's activations [t·n_in + 128c, + 128) and groups
-                // [t·groups + g, + 16) lie inside the lengths asserted above.
-                unsafe {
-                    let x = act.qa.as_ptr().add(t * n_in + 128 * c);
-                    let (x0, x1) = (
-                        _mm512_loadu_si512(x.cast()),
-                        _mm512_loadu_si512(x.add(64).cast()),
-                    );
-                    let nc = _mm512_loadu_si512(act.negcorr.as_ptr().add(t * groups + g).cast());
-                    let sa = _mm512_loadu_ps(act.sfa.as_ptr().add(t * groups + g));
-                    for r in 0..N {
-                        let d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nc, lo[r], x0), hi[r], x1);
-                        let sc = _mm512_mul_ps(wsc[r][h], sa);
-                        sums[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, sums[r][t]);
-                    }
+            None => {
+                for (&r, (c, s)) in rs.iter().zip(c.iter().zip(s)) {
+                    let y = &mut out[r * T..][..T];
+                    a4_rows_by_segments(self.isa, c, s, self.n_in, self.act, T, y);
                 }
             }
         }
+    }
+}
+
+/// `N` rows' dot products with each of `T` tokens (`packed` from [`pack_tokens`]), or
+/// `None` where a row has a negative or NaN block scale (which the f16 widening leaves
+/// out; ModelOpt writes none, so real rows stay here).
+// The indices `r` and `t` address the weights, scales and sums of a row and token at once.
+#[allow(clippy::needless_range_loop)]
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+fn rows_dot<const N: usize, const T: usize>(
+    codes: [&[u8]; N],
+    scales: [&[u8]; N],
+    packed: &[u32],
+) -> Option<[[f32; T]; N]> {
+    let steps = scales[0].len() / 16;
+    assert!(codes.iter().all(|c| c.len() == STEP / 2 * steps));
+    assert!(scales.iter().all(|s| s.len() == 16 * steps));
+    assert!(packed.len() == T * steps * STEP_WORDS);
+    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
+    let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
+    let low = _mm512_set1_epi8(0x0f);
+    // Dword 2l (first) and 2l + 1 (second half of block l) of the step's two vectors.
+    let first = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    let second = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    let mut top = _mm_setzero_si128();
+    let mut sums = [[_mm512_setzero_ps(); T]; N];
+    for s in 0..steps {
+        // Every row's weights and scales first, then each token's activations meet
+        // them all (loaded once per step for the N rows).
+        let mut w = [[_mm512_setzero_si512(); 4]; N];
+        let mut ws = [_mm512_setzero_ps(); N];
+        for r in 0..N {
+            prefetch(codes[r], 128 * s);
+            // SAFETY: step s reads codes [128s, 128s + 128) and block scales [16s,
+            // 16s + 16) of the row (lengths asserted above).
+            unsafe {
+                let c = codes[r].as_ptr().add(128 * s);
+                let (v0, v1) = (
+                    _mm512_loadu_si512(c.cast()),
+                    _mm512_loadu_si512(c.add(64).cast()),
+                );
+                let (a, b) = (
+                    _mm512_permutex2var_epi32(v0, first, v1),
+                    _mm512_permutex2var_epi32(v0, second, v1),
+                );
+                w[r] = [
+                    _mm512_shuffle_epi8(lut, _mm512_and_si512(a, low)),
+                    _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(a), low)),
+                    _mm512_shuffle_epi8(lut, _mm512_and_si512(b, low)),
+                    _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(b), low)),
+                ];
+                let sv = _mm_loadu_si128(scales[r].as_ptr().add(16 * s).cast());
+                top = _mm_max_epu8(top, sv);
+                // E4M3 bits shifted into f16: e4m3 · 2⁻⁸ (no sign, no NaN: checked below).
+                ws[r] = _mm512_cvtph_ps(_mm256_slli_epi16::<7>(_mm256_cvtepu8_epi16(sv)));
+            }
+        }
+        for t in 0..T {
+            // SAFETY: token t's packed words [(t·steps + s)·96, + 96) lie within the
+            // length asserted above.
+            let (x, corr, sa) = unsafe {
+                let p = packed.as_ptr().add((t * steps + s) * STEP_WORDS);
+                let x: [__m512i; 4] =
+                    core::array::from_fn(|k| _mm512_loadu_si512(p.add(16 * k).cast()));
+                let corr = _mm512_loadu_si512(p.add(64).cast());
+                (x, corr, _mm512_loadu_ps(p.add(80).cast()))
+            };
+            for r in 0..N {
+                let mut d = corr;
+                for k in 0..4 {
+                    d = _mm512_dpbusd_epi32(d, w[r][k], x[k]);
+                }
+                let sc = _mm512_mul_ps(ws[r], sa);
+                sums[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, sums[r][t]);
+            }
+        }
+    }
+    // A scale byte of 0x7f or above is a NaN or negative.
+    let odd = _mm_or_si128(top, _mm_cmpeq_epi8(top, _mm_set1_epi8(0x7f)));
+    if _mm_movemask_epi8(odd) != 0 {
+        return None;
     }
     let mut out = [[0.0f32; T]; N];
     for (o, row) in out.iter_mut().zip(&sums) {
@@ -170,78 +240,5 @@ fn rows_dot_tokens<const N: usize, const T: usize>(
             *y = _mm512_reduce_add_ps(v);
         }
     }
-    out
-}
-
-/// One step's 16 block scales (E4M3 bytes) as the per-group scales of its two halves:
-/// block `b` covers groups `2b` and `2b + 1`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn group_scales(scales: &[u8]) -> [__m512; 2] {
-    let mut block_scales = [0.0f32; 16];
-    decode_scales(scales, &mut block_scales);
-    // SAFETY: `block_scales` holds 16 floats.
-    let bs = unsafe { _mm512_loadu_ps(block_scales.as_ptr()) };
-    [
-        _mm512_permutexvar_ps(
-            _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
-            bs,
-        ),
-        _mm512_permutexvar_ps(
-            _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8),
-            bs,
-        ),
-    ]
-}
-
-/// `N` rows' dot products with one token (all slices cover the rows' `n_in` inputs, a
-/// multiple of [`STEP`]).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-fn rows_dot<const N: usize>(
-    codes: [&[u8]; N],
-    scales: [&[u8]; N],
-    qa: &[i8],
-    sfa: &[f32],
-    negcorr: &[i32],
-) -> [f32; N] {
-    let steps = qa.len() / STEP;
-    assert!(codes.iter().all(|c| c.len() == STEP / 2 * steps));
-    assert!(scales.iter().all(|s| s.len() == 16 * steps));
-    assert!(sfa.len() == 32 * steps && negcorr.len() == 32 * steps);
-    // SAFETY: OFFSET_DOUBLED holds 16 bytes.
-    let lut = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(OFFSET_DOUBLED.as_ptr().cast()) });
-    let low = _mm512_set1_epi8(0x0f);
-    let mut sums = [[_mm512_setzero_ps(); 2]; N];
-    for s in 0..steps {
-        let mut wsc = [[_mm512_setzero_ps(); 2]; N];
-        for (w, (&codes, &scales)) in wsc.iter_mut().zip(codes.iter().zip(&scales)) {
-            prefetch(codes, 128 * s);
-            *w = group_scales(&scales[16 * s..][..16]);
-        }
-        for h in 0..2 {
-            let (c, g) = (2 * s + h, 32 * s + 16 * h);
-            // SAFETY: half c reads codes [64c, 64c + 64) and activations [128c, 128c +
-            // 128) (2·steps halves, asserted above), and groups [g, g + 16) of 32·steps.
-            unsafe {
-                let x = qa.as_ptr().add(128 * c);
-                let (x0, x1) = (
-                    _mm512_loadu_si512(x.cast()),
-                    _mm512_loadu_si512(x.add(64).cast()),
-                );
-                let nc = _mm512_loadu_si512(negcorr.as_ptr().add(g).cast());
-                let sa = _mm512_loadu_ps(sfa.as_ptr().add(g));
-                for ((sum, wsc), codes) in sums.iter_mut().zip(&wsc).zip(codes) {
-                    let v = _mm512_loadu_si512(codes.as_ptr().add(64 * c).cast());
-                    let lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
-                    let hi =
-                        _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
-                    let d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nc, lo, x0), hi, x1);
-                    let sc = _mm512_mul_ps(wsc[h], sa);
-                    sum[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, sum[h]);
-                }
-            }
-        }
-    }
-    sums.map(|[a, b]| _mm512_reduce_add_ps(_mm512_add_ps(a, b)))
+    Some(out)
 }

@@ -172,10 +172,14 @@ forward_isa!(
     Perm::EvenOdd(128),
     avx512_int::a4_rows,
     {
-        // W4A8 prompts take the VNNI kernel of the integer-scale GEMM (it reads the
-        // natural-order codes, so the ISA's own code order does not matter).
+        // Decode steps (up to 4 tokens) take the register kernels, which read the
+        // activations in their own packed order; W4A8 prompts take the VNNI kernel of
+        // the integer-scale GEMM (it reads the natural-order codes, so the ISA's own
+        // code order does not matter).
         fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
-            if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
+            if tokens <= avx512_int::MAX_TOKENS {
+                act.packed = avx512_int::pack_tokens(act, n_in, tokens);
+            } else if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
                 act.packed = w4a8_gemm::pack(self, act, n_in, tokens);
             }
         }
