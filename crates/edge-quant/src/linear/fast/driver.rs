@@ -258,6 +258,15 @@ fn run_gemm(
             gemm::forward_group(isa, isa, layers, x, tokens, outs);
             Ok(true)
         }
+        // `bfmmla` where the CPU has FEAT_BF16; the token decodes the panels.
+        #[cfg(target_arch = "aarch64")]
+        Token::NeonI8mm(isa) => match isa.bf16() {
+            Some(kernel) => {
+                gemm::forward_group(isa, kernel, layers, x, tokens, outs);
+                Ok(true)
+            }
+            None => Ok(false),
+        },
         // No bf16 GEMM kernel yet: the row kernels on rounded activations.
         #[allow(unreachable_patterns)]
         _ => Ok(false),

@@ -11,16 +11,18 @@
 //! - `Dotprod` (`SimdLevel::NeonDotprod`): the NEON kernels, and W4A4/W4A8 rows with
 //!   `sdot` ([`dotprod`]).
 //! - `I8mm` (`SimdLevel::NeonI8mm`): the same, W4A4/W4A8 rows of two or more tokens
-//!   with `smmla` ([`i8mm`]).
+//!   with `smmla` ([`i8mm`]), and where the CPU also has FEAT_BF16 the bf16 prompt
+//!   GEMM with `bfmmla` ([`bf16_gemm`]).
 //!
-//! Stable Rust does not expose the `sdot` and `smmla` intrinsics, so those
-//! instructions are inline assembly inside `#[target_feature]` functions ([`int`]);
-//! the level's proof token is what makes calling them sound.
+//! Stable Rust does not expose the `sdot`, `smmla` and `bfmmla` intrinsics, so those
+//! instructions are inline assembly inside `#[target_feature]` functions ([`int`],
+//! [`bf16_gemm`]); the level's proof token is what makes calling them sound.
 //!
 //! Every intrinsic use in the [`Neon`] kernels sits in an `unsafe` block that also
 //! performs a raw load or store, so the code compiles whether or not a given intrinsic
 //! is declared `unsafe`.
 
+mod bf16_gemm;
 mod dotprod;
 mod i8mm;
 mod int;

@@ -1,13 +1,14 @@
 //! The aarch64 kernels against the portable ones, called directly (so each level's own
 //! kernel is the one under test, whatever the driver picks): the integer rows of the
 //! dotprod and i8mm levels for 1 to 4 tokens and prompt sizes, odd row counts and row
-//! tails, W4A8 and W4A4 activations.
+//! tails, W4A8 and W4A4 activations; the `bfmmla` GEMM tile.
 
+use super::super::gemm::{Bf16Kernel, MR, NR, PortableKernel};
 use super::super::portable::{Portable, e4m3_unit};
 use super::super::{A4Act, A4Kind, Isa};
 use crate::formats::e2m1;
 use edge_core::rng::SeededRng;
-use edge_core::simd::{Dotprod, I8mm};
+use edge_core::simd::{Dotprod, I8mm, NeonBf16};
 
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
     SeededRng::from_seed(seed).bytes(n)
@@ -119,5 +120,54 @@ fn i8mm_integer_rows_match_the_portable_ones() {
     match I8mm::detect() {
         Some(isa) => check_int_isa(isa),
         None => eprintln!("no i8mm on this CPU: skipped"),
+    }
+}
+
+/// The `bfmmla` tile against the portable one: even and odd pair counts, overwriting
+/// and accumulating, finite bf16 values of mixed signs and magnitudes.
+#[test]
+fn bfmmla_tile_matches_the_portable_one() {
+    let Some(kernel) = NeonBf16::detect() else {
+        eprintln!("no FEAT_BF16 on this CPU: skipped");
+        return;
+    };
+    // A bf16 pair from two random bytes each: exponents within a few binades of 1.
+    let pair = |b: &[u8]| {
+        let half = |x: u8, y: u8| u32::from(0x3c00 | (u16::from(x & 0x83) << 8) | u16::from(y));
+        half(b[0], b[1]) | (half(b[2], b[3]) << 16)
+    };
+    for pairs in [1, 2, 3, 8, 17, 1024] {
+        let a: Vec<u32> = bytes(4 * pairs * MR, pairs as u64)
+            .chunks(4)
+            .map(pair)
+            .collect();
+        let b: Vec<u32> = bytes(4 * pairs * NR, 7 + pairs as u64)
+            .chunks(4)
+            .map(pair)
+            .collect();
+        for accumulate in [false, true] {
+            let init: Vec<f32> = (0..MR * NR).map(|i| (i % 13) as f32 - 6.0).collect();
+            let (mut got, mut want) = (init.clone(), init);
+            kernel.tile(&a, &b, &mut got, accumulate);
+            PortableKernel.tile(&a, &b, &mut want, accumulate);
+            let lo = |v: u32| f32::from_bits(v << 16).abs();
+            let hi = |v: u32| f32::from_bits(v & 0xffff_0000).abs();
+            for i in 0..MR {
+                for j in 0..NR {
+                    let abs: f32 = (0..pairs)
+                        .map(|p| {
+                            let (x, y) = (a[p * MR + i], b[p * NR + j]);
+                            lo(x) * lo(y) + hi(x) * hi(y)
+                        })
+                        .sum::<f32>()
+                        + 6.0;
+                    let (g, w) = (got[i * NR + j], want[i * NR + j]);
+                    assert!(
+                        (g - w).abs() <= 1e-5 * abs,
+                        "pairs {pairs} accumulate {accumulate} [{i}][{j}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
     }
 }
