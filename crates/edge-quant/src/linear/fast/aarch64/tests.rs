@@ -5,6 +5,7 @@
 
 use super::super::gemm::{Bf16Kernel, MR, NR, PortableKernel};
 use super::super::portable::{Portable, e4m3_unit};
+use super::super::prepare::{Act, prepare};
 use super::super::{A4Act, A4Kind, Isa};
 use crate::formats::e2m1;
 use edge_core::rng::SeededRng;
@@ -167,6 +168,73 @@ fn bfmmla_tile_matches_the_portable_one() {
                         "pairs {pairs} accumulate {accumulate} [{i}][{j}]: {g} vs {w}"
                     );
                 }
+            }
+        }
+    }
+}
+
+/// The driver runs each level's own integer kernels: a W4A8 and a W4A4 layer forced to
+/// `NeonDotprod` and `NeonI8mm` give, bit for bit, what that level's [`Isa::a4_rows`]
+/// gives on the activations [`prepare`] makes for it (1, 3 and 9 tokens: the
+/// `sdot` rows, the `smmla` rows and the prompt path).
+#[test]
+fn the_driver_picks_each_levels_integer_kernels() {
+    use crate::linear::{ActivationQuant, Linear, LinearWeight};
+    use crate::nvfp4::Nvfp4Tensor;
+    use edge_core::simd::{SimdLevel, with_level};
+    fn direct<I: Isa>(isa: I, lin: &Linear, x: &[f32], tokens: usize) -> Vec<f32> {
+        let Ok(Act::A4(act, factor)) = prepare(isa, lin, x, tokens) else {
+            unreachable!("integer activations")
+        };
+        let LinearWeight::Nvfp4(t) = lin.weight() else {
+            unreachable!("NVFP4 weights")
+        };
+        let (n_out, n_in) = (lin.out_features(), lin.in_features());
+        let mut tile = vec![0.0; n_out * tokens];
+        isa.a4_rows(t.codes(), t.scales(), n_in, &act, tokens, &mut tile);
+        let mut out = vec![0.0; n_out * tokens];
+        for (r, row) in tile.chunks_exact(tokens).enumerate() {
+            for (t_, &v) in row.iter().enumerate() {
+                out[t_ * n_out + r] = v * (factor * t.global_scale());
+            }
+        }
+        out
+    }
+    let (n_out, n_in) = (13, 512 + 16);
+    let codes = bytes(n_out * n_in / 2, 40);
+    let scales: Vec<u8> = bytes(n_out * n_in / 16, 41)
+        .iter()
+        .map(|b| b & 0x77)
+        .collect();
+    let w = Nvfp4Tensor::from_parts(n_out, n_in, codes, scales, 0.02).unwrap();
+    let lin = Linear::new(n_out, n_in, LinearWeight::Nvfp4(w)).unwrap();
+    let modes = [
+        ActivationQuant::Int8,
+        ActivationQuant::Nvfp4 {
+            input_scale: 1.0 / 2688.0,
+        },
+    ];
+    for mode in modes {
+        let lin = lin.clone().with_activation_quant(mode).unwrap();
+        for tokens in [1, 3, 9] {
+            let x: Vec<f32> = bytes(tokens * n_in, 42)
+                .iter()
+                .map(|&b| b as f32 / 64.0 - 2.0)
+                .collect();
+            let forced = |level| {
+                let mut y = vec![0.0; n_out * tokens];
+                with_level(level, || lin.forward(&x, tokens, &mut y))
+                    .unwrap()
+                    .unwrap();
+                y
+            };
+            if let Some(isa) = Dotprod::detect() {
+                let want = direct(isa, &lin, &x, tokens);
+                assert_eq!(forced(SimdLevel::NeonDotprod), want, "dotprod {tokens}");
+            }
+            if let Some(isa) = I8mm::detect() {
+                let want = direct(isa, &lin, &x, tokens);
+                assert_eq!(forced(SimdLevel::NeonI8mm), want, "i8mm {tokens}");
             }
         }
     }
