@@ -3,17 +3,15 @@
 //!
 //! Per 64 inputs the nibbles become offset doubled bytes (`2·E2M1 + 12`, one `vpshufb`
 //! per 32), and `vpmaddubsw` + `vpmaddwd` give each 8-element group's exact sum against
-//! a token's activations. One token ([`one_token_rows`]) takes four rows per pass,
-//! sums whole 16-input blocks in integers and applies the offset correction and both
-//! scales in two FMAs; two to four tokens ([`fused`]) go row by row with one integer
-//! correction add and one FMA per group.
+//! a token's activations. One to four tokens ([`rows_tokens`]; one token four rows per
+//! pass) decode each row's codes once for every token, sum whole 16-input blocks in
+//! integers and apply the offset correction and both scales in two FMAs, against the
+//! tokens' activations packed once per pass ([`pack_tokens`]).
 
 use super::super::portable::OFFSET_DOUBLED;
 use super::super::{A4Act, a4_corrections, a4_rows_by_segments};
 use super::Avx2;
-use super::avx2::{
-    SPREAD_ROWS, decode_w4, dot_a4, hsum, nibble_lookup, per_group, prefetch, spread_rows,
-};
+use super::avx2::{SPREAD_ROWS, decode_w4, dot_a4, hsum, nibble_lookup, spread_rows};
 use super::avx2_int_gemm::{a4_gemm, gemm_words};
 use core::arch::x86_64::*;
 
@@ -21,7 +19,7 @@ use core::arch::x86_64::*;
 pub(super) const GEMM_MIN_TOKENS: usize = 5;
 
 /// Integer rows (see [`crate::linear::fast::Isa::a4_rows`]). Up to 4 tokens the weight
-/// bytes never leave registers ([`one_token`], [`fused`]); with more, decoding blocks of
+/// bytes never leave registers ([`one_token`], [`rows_tokens`]); with more, decoding blocks of
 /// rows once and reusing them for every token costs less ([`a4_gemm`]). For up to 4
 /// tokens, rows whose block scales include an E4M3 NaN or a negative scale take the
 /// segment path ([`needs_exact_path`]), so the register kernels need no per-block NaN
@@ -49,6 +47,11 @@ pub(super) fn a4_rows(
     if tokens == 1 {
         return one_token(isa, codes, scales, n_in, act, out);
     }
+    // The driver packs every token once per pass (`Isa::pack_a4`); without that layout,
+    // the segment loop.
+    if act.packed.len() != tokens * one_token_words(n_in) {
+        return a4_rows_by_segments(isa, codes, scales, n_in, act, tokens, out);
+    }
     let (cb, sb) = (n_in / 2, n_in / 16);
     for (r, y) in out.chunks_exact_mut(tokens).enumerate() {
         let (c, s) = (&codes[r * cb..(r + 1) * cb], &scales[r * sb..(r + 1) * sb]);
@@ -56,16 +59,17 @@ pub(super) fn a4_rows(
             a4_rows_by_segments(isa, c, s, n_in, act, tokens, y);
             continue;
         }
+        let packed = &act.packed;
         match tokens {
-            2 => y.copy_from_slice(&fused::<2>(c, s, act, n_in)),
-            3 => y.copy_from_slice(&fused::<3>(c, s, act, n_in)),
-            _ => y.copy_from_slice(&fused::<4>(c, s, act, n_in)),
+            2 => y.copy_from_slice(&rows_tokens::<1, 2>(c, s, 1, n_in, packed, act)[0]),
+            3 => y.copy_from_slice(&rows_tokens::<1, 3>(c, s, 1, n_in, packed, act)[0]),
+            _ => y.copy_from_slice(&rows_tokens::<1, 4>(c, s, 1, n_in, packed, act)[0]),
         }
     }
 }
 
-/// One token (a decode step): rows through [`one_token_rows`], which share the
-/// token's packed activations ([`pack_one_token`]), [`SPREAD_ROWS`] per pass from the
+/// One token (a decode step): rows through [`rows_tokens`], which share the
+/// token's packed activations ([`pack_tokens`]), [`SPREAD_ROWS`] per pass from the
 /// four quarters of the task's rows ([`spread_rows`]).
 #[target_feature(enable = "avx2,fma,f16c")]
 fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, out: &mut [f32]) {
@@ -90,8 +94,8 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
         }
         let (c, s) = (&codes[pass[0] * cb..], &scales[pass[0] * sb..]);
         let stride = pass[1] - pass[0];
-        let y = one_token_rows::<SPREAD_ROWS>(c, s, stride, n_in, packed, act);
-        for (r, v) in pass.into_iter().zip(y) {
+        let y = rows_tokens::<SPREAD_ROWS, 1>(c, s, stride, n_in, packed, act);
+        for (r, [v]) in pass.into_iter().zip(y) {
             out[r] = v;
         }
     }
@@ -102,7 +106,7 @@ fn one_token(isa: Avx2, codes: &[u8], scales: &[u8], n_in: usize, act: &A4Act, o
             a4_rows_by_segments(isa, c, s, n_in, act, 1, &mut y);
             y[0]
         } else {
-            one_token_rows::<1>(c, s, 1, n_in, packed, act)[0]
+            rows_tokens::<1, 1>(c, s, 1, n_in, packed, act)[0][0]
         };
     }
 }
@@ -113,7 +117,7 @@ const PAIR_VECTORS: usize = 6;
 /// The same in 32-bit words (the packed buffer is [`A4Act::packed`]).
 const PAIR_WORDS: usize = 8 * PAIR_VECTORS;
 
-/// Words of [`pack_one_token`]'s layout for `n_in` inputs.
+/// Words of one token's [`pack_tokens`] layout for `n_in` inputs.
 fn one_token_words(n_in: usize) -> usize {
     n_in / 128 * PAIR_WORDS
 }
@@ -136,23 +140,26 @@ const WIDEN_IN_PAIR_ORDER: [i8; 16] = {
     idx
 };
 
-/// The token's whole 128-input pairs packed for [`one_token_rows`]: per pair, the
-/// activation bytes of both chunks, then per block (in [`PAIR_BLOCK_ORDER`]) the
-/// correction scaled by the activation scale, `−12·Σq·s_a`, then `s_a`. Every
-/// activation mode keeps one scale per 16-input block (both groups of a block share
-/// it), so whole blocks can be summed in integers before scaling.
+/// Each token's whole 128-input pairs packed for [`rows_tokens`] (token `t` at `t ·`
+/// [`one_token_words`]): per pair, the activation bytes of both chunks, then per block
+/// (in [`PAIR_BLOCK_ORDER`]) the correction scaled by the activation scale, `−12·Σq·s_a`,
+/// then `s_a`. Every activation mode keeps one scale per 16-input block (both groups of
+/// a block share it), so whole blocks can be summed in integers before scaling.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn pack_one_token(act: &A4Act, n_in: usize) -> Vec<u32> {
-    let mut packed = vec![0u32; one_token_words(n_in)];
-    for (p, v) in packed.chunks_exact_mut(PAIR_WORDS).enumerate() {
-        // SAFETY: pair p < n_in/128 reads activation bytes [128p, 128p + 128) (of
-        // n_in) and groups [16p, 16p + 16) of the corrections and scales (n_in/8).
+pub(super) fn pack_tokens(act: &A4Act, n_in: usize, tokens: usize) -> Vec<u32> {
+    let words = one_token_words(n_in);
+    let mut packed = vec![0u32; tokens * words];
+    for (i, v) in packed.chunks_exact_mut(PAIR_WORDS).enumerate() {
+        let (t, p) = (i / (n_in / 128), i % (n_in / 128));
+        // SAFETY: pair p < n_in/128 of token t < tokens reads activation bytes
+        // [t·n_in + 128p, + 128) and groups [t·n_in/8 + 16p, + 16) of the corrections
+        // and scales (tokens·n_in and tokens·n_in/8 of them).
         unsafe {
-            let x = act.qa.as_ptr().add(128 * p);
+            let x = act.qa.as_ptr().add(t * n_in + 128 * p);
             for i in 0..4 {
                 store(v, i, _mm256_loadu_si256(x.add(32 * i).cast()));
             }
-            let g = 16 * p;
+            let g = t * n_in / 8 + 16 * p;
             let [corr, sa] =
                 block_corrections(act.negcorr.as_ptr().add(g), act.sfa.as_ptr().add(g));
             store(v, 4, _mm256_castps_si256(corr));
@@ -265,24 +272,26 @@ pub(super) fn store(v: &mut [u32], i: usize, x: __m256i) {
 }
 
 /// Bytes ahead in each row's stream (which continues into the next row) that
-/// [`one_token_rows`] prefetches into L1. On Zen 3 from DRAM, 512 B to 4 KiB measured
+/// [`rows_tokens`] prefetches into L1. On Zen 3 from DRAM, 512 B to 4 KiB measured
 /// alike (within the VM's noise), and no prefetch 15–30% slower.
 const ONE_TOKEN_PREFETCH: usize = 1024;
 
-/// `R` rows (no NaN or negative block scale) for one token: row `k` is row `k · stride` of
-/// `codes` / `scales`. Per 128 inputs and row: two nibble lookups, four `vpmaddubsw`,
-/// two `vpmaddwd`, one `vphaddd` to whole-block sums, one conversion and two FMAs
-/// (`(D·s_a + c)·s_w`), plus the decode of the 8 block scales (one shuffle that widens
-/// them in the block order, one shift, one conversion).
+/// `R` rows (no NaN or negative block scale) for `T` tokens: row `k` is row `k · stride`
+/// of `codes` / `scales`, token `t`'s packed pairs start at `t ·` [`one_token_words`].
+/// Per 128 inputs and row: two nibble lookups and the decode of the 8 block scales (one
+/// shuffle that widens them in the block order, one shift, one conversion); per token:
+/// four `vpmaddubsw`, two `vpmaddwd`, one `vphaddd` to whole-block sums, one conversion
+/// and two FMAs (`(D·s_a + c)·s_w`), where one lane per 8-input group took two integer
+/// adds, two conversions, two multiplies and two FMAs.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn one_token_rows<const R: usize>(
+fn rows_tokens<const R: usize, const T: usize>(
     codes: &[u8],
     scales: &[u8],
     stride: usize,
     n_in: usize,
     packed: &[u32],
     act: &A4Act,
-) -> [f32; R] {
+) -> [[f32; T]; R] {
     // Row k's codes start at k·stride·n_in/2, its block scales at k·stride·n_in/16
     // (checked once here instead of slicing per row: that was 2% of a decode step for
     // 1024-input rows).
@@ -291,23 +300,35 @@ fn one_token_rows<const R: usize>(
     assert!(
         codes.len() >= last * code_row + n_in / 2 && scales.len() >= last * scale_row + n_in / 16
     );
+    let words = one_token_words(n_in);
+    assert!(packed.len() >= T * words);
     let ones = _mm256_set1_epi16(1);
     // SAFETY: WIDEN_IN_PAIR_ORDER holds 16 bytes.
     let widen = unsafe { _mm_loadu_si128(WIDEN_IN_PAIR_ORDER.as_ptr().cast()) };
-    let mut acc = [_mm256_setzero_ps(); R];
-    for (p, v) in packed.chunks_exact(PAIR_WORDS).enumerate() {
+    let mut acc = [[_mm256_setzero_ps(); T]; R];
+    for p in 0..n_in / 128 {
         for (r, acc) in acc.iter_mut().enumerate() {
             let c = codes.as_ptr().wrapping_add(r * code_row + 64 * p);
             _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(ONE_TOKEN_PREFETCH).cast());
             // SAFETY: pair p < n_in/128 reads codes [64p, 64p + 64) (of n_in/2) and
             // block scales [8p, 8p + 8) (of n_in/16) of row r < R, which start at
             // r·code_row and r·scale_row, within the lengths asserted above.
-            unsafe {
+            let (ws, [lo0, hi0], [lo1, hi1]) = unsafe {
                 let sv = _mm_loadl_epi64(scales.as_ptr().add(r * scale_row + 8 * p).cast());
                 // E4M3 bits shifted into f16 (no sign, no NaN: see needs_exact_path).
                 let ws = _mm256_cvtph_ps(_mm_slli_epi16::<7>(_mm_shuffle_epi8(sv, widen)));
-                let [lo0, hi0] = nibble_lookup(&OFFSET_DOUBLED, c);
-                let [lo1, hi1] = nibble_lookup(&OFFSET_DOUBLED, c.add(32));
+                (
+                    ws,
+                    nibble_lookup(&OFFSET_DOUBLED, c),
+                    nibble_lookup(&OFFSET_DOUBLED, c.add(32)),
+                )
+            };
+            for (t, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: pair p < n_in/128 of token t < T: words [t·words + p·PAIR_WORDS,
+                // + PAIR_WORDS) of the T·words asserted above (no bounds check per row,
+                // pair and token in the innermost loop).
+                let v: &[u32; PAIR_WORDS] =
+                    unsafe { &*packed.as_ptr().add(t * words + p * PAIR_WORDS).cast() };
                 let d = _mm256_hadd_epi32(
                     group_sums(lo0, hi0, load(v, 0), load(v, 1), ones),
                     group_sums(lo1, hi1, load(v, 2), load(v, 3), ones),
@@ -321,21 +342,25 @@ fn one_token_rows<const R: usize>(
             }
         }
     }
-    let mut out = [0.0f32; R];
-    for (o, &a) in out.iter_mut().zip(&acc) {
-        *o = hsum(a);
+    let mut out = [[0.0f32; T]; R];
+    for (o, a) in out.iter_mut().zip(&acc) {
+        for (o, &a) in o.iter_mut().zip(a) {
+            *o = hsum(a);
+        }
     }
     let done = 128 * (n_in / 128);
     if done < n_in {
         for (r, o) in out.iter_mut().enumerate() {
-            *o += tail(
-                &codes[r * code_row + done / 2..][..(n_in - done) / 2],
-                &scales[r * scale_row + done / 16..][..(n_in - done) / 16],
-                act,
-                n_in,
-                done,
-                0,
-            );
+            for (t, o) in o.iter_mut().enumerate() {
+                *o += tail(
+                    &codes[r * code_row + done / 2..][..(n_in - done) / 2],
+                    &scales[r * scale_row + done / 16..][..(n_in - done) / 16],
+                    act,
+                    n_in,
+                    done,
+                    t,
+                );
+            }
         }
     }
     out
@@ -391,66 +416,4 @@ fn needs_exact_path(scales: &[u8]) -> bool {
         .remainder()
         .iter()
         .any(|&b| b & 0x80 != 0 || b == 0x7f)
-}
-
-/// The low 8 E4M3 bytes of `v`, none negative or NaN, as f16 bit patterns of
-/// `e4m3(b) · 2⁻⁸`: [`super::avx2::e4m3_to_f16x8`] without its sign fix, two vector operations
-/// fewer per 8 blocks of a row in the decode kernels, which are bound by vector
-/// operations.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-fn nonneg_e4m3_to_f16x8(v: __m128i) -> __m128i {
-    _mm_slli_epi16::<7>(_mm_cvtepu8_epi16(v))
-}
-
-/// One row (`codes`, `scales` hold exactly that row, with no NaN or negative block
-/// scale) for `G`
-/// tokens. Pairs of 64-input chunks share one scale decode (8 blocks); a remainder of
-/// fewer than 128 inputs goes through [`tail`].
-#[target_feature(enable = "avx2,fma,f16c")]
-fn fused<const G: usize>(codes: &[u8], scales: &[u8], act: &A4Act, n_in: usize) -> [f32; G] {
-    let groups = n_in / 8;
-    let qa: [&[i8]; G] = core::array::from_fn(|t| &act.qa[t * n_in..][..n_in]);
-    let sfa: [&[f32]; G] = core::array::from_fn(|t| &act.sfa[t * groups..][..groups]);
-    let nc: [&[i32]; G] = core::array::from_fn(|t| &act.negcorr[t * groups..][..groups]);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [_mm256_setzero_ps(); G];
-    let pairs = n_in / 128;
-    for p in 0..pairs {
-        prefetch(codes, 64 * p);
-        // SAFETY: block scales [8p, 8p + 8) lie within the row's n_in/16.
-        let v = unsafe { _mm_loadl_epi64(scales.as_ptr().add(8 * p).cast()) };
-        let wsc = per_group(_mm256_cvtph_ps(nonneg_e4m3_to_f16x8(v)));
-        for (h, ws) in wsc.into_iter().enumerate() {
-            let c = 2 * p + h;
-            // SAFETY: chunk c < n_in/64 reads codes [32c, 32c + 32) of the row (n_in/2),
-            // activations [64c, 64c + 64) of each token's row (n_in) and groups
-            // [8c, 8c + 8) of its scales and corrections (n_in/8 each).
-            unsafe {
-                let [lo, hi] = nibble_lookup(&OFFSET_DOUBLED, codes.as_ptr().add(32 * c));
-                for (t, acc) in acc.iter_mut().enumerate() {
-                    let x = qa[t].as_ptr().add(64 * c);
-                    let p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(x.cast()));
-                    let p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(x.add(32).cast()));
-                    let d = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
-                    let corr = _mm256_loadu_si256(nc[t].as_ptr().add(8 * c).cast());
-                    let s = _mm256_loadu_ps(sfa[t].as_ptr().add(8 * c));
-                    let d = _mm256_cvtepi32_ps(_mm256_add_epi32(d, corr));
-                    *acc = _mm256_fmadd_ps(d, _mm256_mul_ps(ws, s), *acc);
-                }
-            }
-        }
-    }
-    let done = 128 * pairs;
-    let mut out = [0.0f32; G];
-    for (o, &a) in out.iter_mut().zip(&acc) {
-        *o = hsum(a);
-    }
-    if done < n_in {
-        let (c, s) = (&codes[done / 2..], &scales[done / 16..]);
-        for (t, o) in out.iter_mut().enumerate() {
-            *o += tail(c, s, act, n_in, done, t);
-        }
-    }
-    out
 }

@@ -137,8 +137,8 @@ forward_isa!(
         fn pack_a4(self, act: &mut A4Act, n_in: usize, tokens: usize) {
             // SAFETY (both calls): the token exists only if detection found the kernel's
             // features.
-            if tokens == 1 {
-                act.packed = unsafe { avx2_int::pack_one_token(act, n_in) };
+            if tokens < avx2_int::GEMM_MIN_TOKENS {
+                act.packed = unsafe { avx2_int::pack_tokens(act, n_in, tokens) };
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS && act.kind == A4Kind::Int8 {
                 act.packed = w4a8_gemm::pack(self, act, n_in, tokens);
             } else if tokens >= avx2_int::GEMM_MIN_TOKENS {
