@@ -40,12 +40,8 @@ pub fn rows_into(run: KvRun<'_>, scale: f32, out: &mut [f32]) {
 
 /// bf16 bit patterns to f32 (exact).
 pub fn bf16_to_f32(src: &[u16], out: &mut [f32]) {
-    #[cfg(target_arch = "aarch64")]
-    if !matches!(edge_core::simd::token(), edge_core::simd::Token::Portable) {
-        let n = src.len().min(out.len());
-        neon::bf16(&src[..n], &mut out[..n]);
-        return;
-    }
+    // On aarch64 the one (NEON) variant of this loop compiles to `shll`/`shll2`
+    // already: no hand-written kernel.
     super::simd::dispatch!(bf16_portable, (src: &[u16], out: &mut [f32]) {
         for (o, &b) in out.iter_mut().zip(src) {
             *o = f32::from_bits(u32::from(b) << 16);
@@ -80,7 +76,7 @@ pub fn fp8_to_f32(src: &[u8], scale: f32, out: &mut [f32]) {
     decode_run(KvRun::Fp8(&src[..n]), scale, &mut out[..n]);
 }
 
-/// The NEON conversions, and the f16 → f32 widening the decode-attention kernel shares.
+/// The NEON FP8 conversion, and the f16 → f32 widening the decode-attention kernel shares.
 ///
 /// NEON is baseline on aarch64, and so is `fcvtl` (half to single), but its intrinsics
 /// (`vcvt_f32_f16`, `vcvt_high_f32_f16`) take `float16x4_t`/`float16x8_t`, which need
@@ -115,24 +111,6 @@ pub(crate) mod neon {
                  options(pure, nomem, nostack, preserves_flags));
         }
         x
-    }
-
-    /// [`super::bf16_to_f32`], 8 values a step (`ushll`, `ushll2`); `out` as long as
-    /// `src`.
-    pub fn bf16(src: &[u16], out: &mut [f32]) {
-        let full = src.len() / 8 * 8;
-        for i in (0..full).step_by(8) {
-            // SAFETY: NEON; `i + 8 <= full <= src.len()` and `out` is as long as `src`.
-            unsafe {
-                let h = vld1q_u16(src.as_ptr().add(i));
-                let o = out.as_mut_ptr().add(i);
-                vst1q_f32(o, vreinterpretq_f32_u32(vshll_n_u16::<16>(vget_low_u16(h))));
-                vst1q_f32(o.add(4), vreinterpretq_f32_u32(vshll_high_n_u16::<16>(h)));
-            }
-        }
-        for (o, &b) in out[full..].iter_mut().zip(&src[full..]) {
-            *o = f32::from_bits(u32::from(b) << 16);
-        }
     }
 
     /// [`super::fp8_to_f32`], 8 codes a step; `out` as long as `src`.
