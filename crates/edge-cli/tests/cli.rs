@@ -280,6 +280,38 @@ fn bench_verify_reports_trees_and_device() {
     );
 }
 
+/// `bench decode --turn-tokens` times a follow-up turn whose earlier prompt comes from
+/// the prefix cache (every run, also the second, finds all of it there), and refuses to
+/// combine with `--streams`.
+#[test]
+fn bench_decode_times_a_turn_at_depth() {
+    let run = |extra: &[&str]| {
+        bin()
+            .args(["bench", "decode", "--model", &fixture("qwen35-tiny-f32")])
+            .args(["--depth", "8", "--decode-tokens", "2", "--turn-tokens", "5"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--runs", "2", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["turn_tokens"], 5);
+    assert!(
+        v["turn_prefill_tokens_per_s"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0),
+        "{v}"
+    );
+    let o = run(&["--streams", "2"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--turn-tokens times one stream"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `bench decode` names the kernel level it ran at (the detected one, or a forced
 /// lower one), the CPU's extra features, and its speed against the bandwidth bound; a
 /// level the CPU lacks or an unknown name is an error naming the levels.

@@ -54,8 +54,8 @@ pub struct DecodeArgs {
     /// int8 (W4A8: int8 activations for NVFP4 layers, bf16 for the rest).
     #[arg(long, default_value = "auto")]
     pub act_quant: ActivationMode,
-    /// Engine and cache settings (the prefix cache is always off here: every run
-    /// prefills its prompt).
+    /// Engine and cache settings (the prefix cache is off here, so every run prefills
+    /// its prompt, except for `--turn-tokens`' follow-up request).
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Timed runs (fresh sequence each), each followed by a read-bandwidth measurement
@@ -76,6 +76,13 @@ pub struct DecodeArgs {
     /// an Arm CPU with i8mm.
     #[arg(long, value_parser = parse_simd_level)]
     pub simd_level: Option<SimdLevel>,
+    /// Prompt tokens of a follow-up turn, the agentic case: after each timed run, a
+    /// second request whose prompt is the first one plus this many new tokens takes
+    /// the first prompt from the prefix cache (its KV pages and recurrent state) and
+    /// prefills only the new tokens; reported as `turn_prefill_tokens_per_s`, the
+    /// prefill speed of a turn at a depth of `--prompt-tokens`. One stream only.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub turn_tokens: Option<u64>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -177,6 +184,11 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
             activations: a.engine.activations(a.act_quant),
         },
     )?;
+    if a.turn_tokens.is_some() && a.streams > 1 {
+        return Err(CliError::Usage(
+            "--turn-tokens times one stream; leave out --streams".into(),
+        ));
+    }
     let vocab = model.config().vocab_size;
     // Random prompt tokens, the same on every run.
     let mut rng = SeededRng::from_seed(0);
@@ -185,7 +197,7 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
     let model = Arc::new(model);
-    let builder = a.engine.builder(model.clone()).prefix_cache(false);
+    let builder = (a.engine.builder(model.clone())).prefix_cache(a.turn_tokens.is_some());
     let config = builder.config_for(&model);
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
     // attention layers' rows up to the step's position (the MTP head's are not read).
@@ -278,11 +290,28 @@ impl Timing<'_> {
             println!("{v}");
             return Ok(());
         }
+        let depth = prompt.len();
         let request = GenerateRequest {
             prompt,
             max_new_tokens: a.decode_tokens + 1,
+            // The follow-up turn restores the prompt from a snapshot at its end.
+            reuse_points: a.turn_tokens.map(|_| vec![depth]).unwrap_or_default(),
             ..GenerateRequest::default()
         };
+        let turn = a.turn_tokens.map(|n| {
+            let mut rng = SeededRng::from_seed(1);
+            let mut prompt = request.prompt.clone();
+            prompt.extend((0..n).map(|_| rng.below(vocab as usize) as u32));
+            // Marked at the same point, as a chat client marks its message ends: the
+            // snapshot is then taken with this request's own cuts below it, and the
+            // default (exact) reuse policy takes it.
+            GenerateRequest {
+                prompt,
+                max_new_tokens: 1,
+                reuse_points: vec![depth],
+                ..GenerateRequest::default()
+            }
+        });
         // Warm up page cache, thread pool (or kernels) and the cache's pages.
         engine.generate(&GenerateRequest {
             prompt: request.prompt[..8.min(request.prompt.len())].to_vec(),
@@ -294,7 +323,10 @@ impl Timing<'_> {
         // measurement for all runs made the fraction of the bound swing with it.
         let (mut prefill_tps, mut decode_tps) = (Vec::new(), Vec::new());
         let (mut bandwidths, mut fractions) = (Vec::new(), Vec::new());
+        let mut turn_tps = Vec::new();
         for _ in 0..a.runs.max(1) {
+            // Every run prefills its whole prompt; only the follow-up turn reuses it.
+            engine.clear_prefix_cache();
             let out = engine.generate(&request)?;
             prefill_tps.push(out.prompt_tokens as f64 / (out.prefill_ms / 1e3));
             let tps = out.decode_tokens_per_s();
@@ -302,6 +334,17 @@ impl Timing<'_> {
             decode_tps.push(tps);
             bandwidths.push(bw);
             fractions.push(tps / (bw / read_per_token));
+            if let Some(turn) = &turn {
+                let out = engine.generate(turn)?;
+                if out.cached_tokens != depth {
+                    return Err(CliError::Usage(format!(
+                        "the follow-up turn found {} of the {depth} prompt tokens in the \
+                         prefix cache; a larger --kv-budget keeps them",
+                        out.cached_tokens
+                    )));
+                }
+                turn_tps.push(out.prefilled_tokens() as f64 / (out.prefill_ms / 1e3));
+            }
         }
         let (prefill_tps, decode_tps) = (median(&mut prefill_tps), median(&mut decode_tps));
         let bw = median(&mut bandwidths);
@@ -318,6 +361,8 @@ impl Timing<'_> {
             "read_bandwidth_gb_per_s": bw / 1e9,
             "bandwidth_bound_tokens_per_s": bw / read_per_token,
             "fraction_of_bound": median(&mut fractions),
+            "turn_tokens": a.turn_tokens,
+            "turn_prefill_tokens_per_s": (!turn_tps.is_empty()).then(|| median(&mut turn_tps)),
             "device": device.to_string(),
             "simd_level": edge_core::simd::level().name(),
             "cpu_features": edge_core::simd::detected().extras(),
