@@ -259,7 +259,11 @@ impl ChunkKernel for Avx512 {
             [a, b, c, d] => unsafe {
                 let rows = [a, b, c, d];
                 tile::<ROW_GROUP, TOKENS>(dec, rows, act, paired, out, r0);
-                tile::<ROW_GROUP, 1>(dec, rows, act, last, out, r0);
+                // A sliver of 32 tokens leaves two: one pass over the rows for both.
+                match last.len() {
+                    2 => tile::<ROW_GROUP, 2>(dec, rows, act, last, out, r0),
+                    _ => tile::<ROW_GROUP, 1>(dec, rows, act, last, out, r0),
+                }
             },
             _ => {
                 for &r in rows {
