@@ -57,6 +57,18 @@ pub enum CliError {
         /// How many requests the file holds.
         total: usize,
     },
+    /// `bench decode --turn-tokens`: the follow-up turn did not find its earlier prompt
+    /// in the prefix cache, so its prefill figure would not be a turn at that depth.
+    #[error(
+        "the follow-up turn found {cached} of the {depth} prompt tokens in the prefix \
+         cache; a larger --kv-budget keeps them"
+    )]
+    TurnNotCached {
+        /// Prompt tokens the turn found cached.
+        cached: usize,
+        /// The depth it should have found.
+        depth: usize,
+    },
     /// Writing an output file failed.
     #[error("cannot write {path}: {reason}")]
     Write {

@@ -281,8 +281,8 @@ fn bench_verify_reports_trees_and_device() {
 }
 
 /// `bench decode --turn-tokens` times a follow-up turn whose earlier prompt comes from
-/// the prefix cache (every run, also the second, finds all of it there), and refuses to
-/// combine with `--streams`.
+/// the prefix cache (every run, also the second, finds all of it there), refuses to
+/// combine with `--streams`, and is an error where the cache could not keep the prompt.
 #[test]
 fn bench_decode_times_a_turn_at_depth() {
     let run = |extra: &[&str]| {
@@ -307,6 +307,15 @@ fn bench_decode_times_a_turn_at_depth() {
     assert!(!o.status.success());
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("--turn-tokens times one stream"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A budget that holds the requests but not the prompt's snapshot: an error, not a
+    // turn figure that silently prefilled the whole prompt.
+    let o = run(&["--kv-budget", "100000"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("found 0 of the 8 prompt tokens"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

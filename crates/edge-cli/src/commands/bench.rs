@@ -197,7 +197,10 @@ fn decode(a: DecodeArgs) -> Result<(), CliError> {
         .collect();
     let bytes_per_token = model.weight_bytes_per_token();
     let model = Arc::new(model);
-    let builder = (a.engine.builder(model.clone())).prefix_cache(a.turn_tokens.is_some());
+    let builder = a
+        .engine
+        .builder(model.clone())
+        .prefix_cache(a.turn_tokens.is_some());
     let config = builder.config_for(&model);
     // KV bytes a decode step reads, averaged over the decoded tokens: the decoder's
     // attention layers' rows up to the step's position (the MTP head's are not read).
@@ -337,11 +340,10 @@ impl Timing<'_> {
             if let Some(turn) = &turn {
                 let out = engine.generate(turn)?;
                 if out.cached_tokens != depth {
-                    return Err(CliError::Usage(format!(
-                        "the follow-up turn found {} of the {depth} prompt tokens in the \
-                         prefix cache; a larger --kv-budget keeps them",
-                        out.cached_tokens
-                    )));
+                    return Err(CliError::TurnNotCached {
+                        cached: out.cached_tokens,
+                        depth,
+                    });
                 }
                 turn_tps.push(out.prefilled_tokens() as f64 / (out.prefill_ms / 1e3));
             }
